@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma: device, port and user context verbs.
+ */
+#include <linux/if_ether.h>
+#include <rdma/ib_addr.h>
+#include <rdma/ib_mad.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "trdma.h"
+#include "trdma_verbs.h"
+
+/*
+ * Device attributes.  Every resource limit is the one this build enforces:
+ * objects that trdma cannot create yet report a limit of zero, so that
+ * ibv_devinfo never promises what the device refuses.
+ */
+int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
+		       struct ib_udata *udata)
+{
+	if (udata->inlen || udata->outlen)
+		return -EINVAL;
+
+	memset(attr, 0, sizeof(*attr));
+	attr->fw_ver = 0;
+	attr->sys_image_guid = ibdev->node_guid;
+	attr->max_mr_size = 0;
+	attr->page_size_cap = PAGE_SIZE;
+	attr->vendor_id = TRDMA_VENDOR_ID;
+	attr->vendor_part_id = TRDMA_VENDOR_PART_ID;
+	attr->hw_ver = TRDMA_HW_REV;
+	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
+	attr->atomic_cap = IB_ATOMIC_NONE;
+	attr->max_pkeys = TRDMA_PKEY_TBL_LEN;
+	return 0;
+}
+
+int trdma_query_port(struct ib_device *ibdev, u32 port,
+		     struct ib_port_attr *attr)
+{
+	struct trdma_dev *tdev = to_tdev(ibdev);
+	struct net_device *ndev = tdev->netdev;
+	enum ib_mtu mtu;
+	int rv;
+
+	/* The core zeroes *attr before calling. */
+	attr->state = trdma_netdev_port_state(ndev);
+	if (attr->state == IB_PORT_ACTIVE)
+		attr->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+	else if (netif_running(ndev))
+		attr->phys_state = IB_PORT_PHYS_STATE_POLLING;
+	else
+		attr->phys_state = IB_PORT_PHYS_STATE_DISABLED;
+
+	attr->max_mtu = IB_MTU_4096;
+	mtu = ib_mtu_int_to_enum(READ_ONCE(ndev->mtu) - TRDMA_WIRE_OVERHEAD);
+	attr->active_mtu = min(mtu, attr->max_mtu);
+	attr->gid_tbl_len = TRDMA_GID_TBL_LEN;
+	attr->ip_gids = true;
+	attr->max_msg_sz = TRDMA_MAX_MSG_SZ;
+	attr->pkey_tbl_len = TRDMA_PKEY_TBL_LEN;
+	attr->max_vl_num = 1;
+
+	rv = ib_get_eth_speed(ibdev, port, &attr->active_speed,
+			      &attr->active_width);
+	return rv;
+}
+
+int trdma_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
+{
+	if (index >= TRDMA_PKEY_TBL_LEN)
+		return -EINVAL;
+
+	*pkey = IB_DEFAULT_PKEY_FULL;
+	return 0;
+}
+
+int trdma_get_port_immutable(struct ib_device *ibdev, u32 port,
+			     struct ib_port_immutable *immutable)
+{
+	immutable->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+	immutable->pkey_tbl_len = TRDMA_PKEY_TBL_LEN;
+	immutable->gid_tbl_len = TRDMA_GID_TBL_LEN;
+	immutable->max_mad_size = IB_MGMT_MAD_SIZE;
+	return 0;
+}
+
+enum rdma_link_layer trdma_get_link_layer(struct ib_device *ibdev, u32 port)
+{
+	return IB_LINK_LAYER_ETHERNET;
+}
+
+void trdma_get_dev_fw_str(struct ib_device *ibdev, char *str)
+{
+	snprintf(str, IB_FW_VERSION_NAME_MAX, "trdma abi %u",
+		 TRDMA_ABI_VERSION);
+}
+
+/*
+ * The ucontext handshake: the provider states the ABI version it speaks in
+ * the request, the kernel answers with its own.  Any other version, a
+ * truncated request or non-zero reserved bytes are refused.
+ */
+int trdma_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata)
+{
+	struct trdma_alloc_ucontext_resp resp = {};
+	struct trdma_alloc_ucontext_req req;
+	int rv;
+
+	if (udata->inlen < sizeof(req) || udata->outlen < sizeof(resp))
+		return -EINVAL;
+
+	rv = ib_copy_from_udata(&req, udata, sizeof(req));
+	if (rv)
+		return rv;
+
+	if (req.abi_version != TRDMA_ABI_VERSION) {
+		ibdev_dbg(ibuctx->device, "provider ABI %u, kernel ABI %u\n",
+			  req.abi_version, TRDMA_ABI_VERSION);
+		return -EPROTO;
+	}
+	if (req.reserved ||
+	    !ib_is_udata_cleared(udata, sizeof(req),
+				 udata->inlen - sizeof(req)))
+		return -EINVAL;
+
+	resp.abi_version = TRDMA_ABI_VERSION;
+	return ib_copy_to_udata(udata, &resp, sizeof(resp));
+}
+
+void trdma_dealloc_ucontext(struct ib_ucontext *ibuctx)
+{
+}

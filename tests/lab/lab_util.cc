@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include "lab_util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace trdma_lab {
+
+static std::string Env(const char *name, const char *dflt) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : dflt;
+}
+
+std::string DevName() { return Env("TRDMA_DEV", "trdma0"); }
+std::string NetdevName() { return Env("TRDMA_LAB_IF", "trdma-test0"); }
+std::string NetdevAddr() { return Env("TRDMA_LAB_ADDR", "10.99.0.1"); }
+
+int Sh(const std::string &cmd) {
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string ShOut(const std::string &cmd) {
+  std::string out;
+  FILE *f = popen(cmd.c_str(), "r");
+  if (!f) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  pclose(f);
+  return out;
+}
+
+std::string ReadFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+Context OpenDevice(const std::string &name) {
+  int n = 0;
+  ibv_device **list = ibv_get_device_list(&n);
+  ibv_context *ctx = nullptr;
+  for (int i = 0; list && i < n; i++)
+    if (name == ibv_get_device_name(list[i])) ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  return Context(ctx);
+}
+
+bool WaitAsyncEvent(ibv_context *ctx, ibv_event_type type, int timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  int fl = fcntl(ctx->async_fd, F_GETFL);
+  fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd = {ctx->async_fd, POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+    ibv_async_event ev;
+    if (ibv_get_async_event(ctx, &ev)) continue;
+    ibv_event_type got = ev.event_type;
+    ibv_ack_async_event(&ev);
+    if (got == type) return true;
+  }
+}
+
+}  // namespace trdma_lab
