@@ -9,6 +9,9 @@
 
 #include <linux/list.h>
 #include <linux/netdevice.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 
 #include <rdma/trdma-abi.h>
@@ -28,6 +31,46 @@
  * active_mtu from the netdev MTU the way a RoCE port does.
  */
 #define TRDMA_WIRE_OVERHEAD	(40 + 20 + 12 + 20 + 32)
+
+/* An MR key: the index in trdma_dev.mr_xa above a key byte. */
+#define TRDMA_KEY_BITS		8
+#define TRDMA_KEY_MASK		((1u << TRDMA_KEY_BITS) - 1)
+#define TRDMA_MAX_MR_INDEX	((1u << (32 - TRDMA_KEY_BITS)) - 1)
+#define TRDMA_MIN_QPN		16
+#define TRDMA_MAX_QPN		((1u << 24) - 1)
+
+/*
+ * Resource limits, set once at load time through module parameters
+ * (trdma_main.c).  query_device reports them and every create verb
+ * enforces them.
+ */
+struct trdma_limits {
+	unsigned int max_qp;
+	unsigned int max_qp_wr;
+	unsigned int max_sge;
+	unsigned int max_inline;
+	unsigned int max_cq;
+	unsigned int max_cqe;
+	unsigned int max_mr;
+	unsigned int max_pd;
+	unsigned int max_srq;
+	unsigned int max_srq_wr;
+	unsigned int max_ah;
+	unsigned int max_qp_rd_atom;
+	unsigned long long max_mr_size;
+};
+
+extern struct trdma_limits trdma_limits;
+
+/* Objects a device has; each bounded by its trdma_limits entry. */
+struct trdma_counts {
+	atomic_t pd;
+	atomic_t mr;
+	atomic_t cq;
+	atomic_t qp;
+	atomic_t srq;
+	atomic_t ah;
+};
 
 /*
  * One trdma device per bound netdev.
@@ -54,11 +97,170 @@ struct trdma_dev {
 	 * the netdev notifier and by newlink, both under RTNL.
 	 */
 	enum ib_port_state reported_state;
+
+	/* MR index -> struct trdma_mr; lookups under RCU or the xa lock. */
+	struct xarray mr_xa;
+	u32 mr_next;		/* xa_alloc_cyclic cursor, under xa lock */
+	atomic_t mr_key;	/* source of key bytes */
+
+	/* QPN -> struct trdma_qp. */
+	struct xarray qp_xa;
+	u32 qp_next;		/* xa_alloc_cyclic cursor, under xa lock */
+
+	struct trdma_counts counts;
 };
 
 struct trdma_ucontext {
 	struct ib_ucontext ibucontext;
 };
+
+struct trdma_pd {
+	struct ib_pd ibpd;
+};
+
+/*
+ * A memory region.  Lookups by key take a reference (trdma_mr_get); dereg
+ * removes the key from mr_xa, so no new reference can be taken, then waits
+ * until every holder has dropped its own before unpinning the memory.
+ */
+struct trdma_mr {
+	struct ib_mr ibmr;
+	struct ib_umem *umem;	/* NULL for the DMA MR (kernel addresses) */
+	u64 iova;
+	u64 length;
+	int access;		/* IB_ACCESS_* */
+	refcount_t ref;
+	struct completion released;
+	struct rcu_head rcu;
+};
+
+/*
+ * Ring memory: one zeroed vmalloc area, the control block followed by the
+ * slots.  For a user object it is owned by its mmap entry and freed by
+ * mmap_free once the object is gone and the last mapping is unmapped; for a
+ * kernel object it is freed with the object.
+ */
+struct trdma_ring {
+	struct trdma_ring_ctrl *ctrl;
+	void *slots;
+	u32 num_slots;		/* power of two */
+	u32 slot_shift;		/* log2 of the slot size */
+	struct rdma_user_mmap_entry *mmap;	/* user rings only */
+};
+
+struct trdma_mmap_entry {
+	struct rdma_user_mmap_entry rdma;
+	void *vaddr;
+	size_t size;
+};
+
+static inline void *trdma_ring_slot(struct trdma_ring *r, u32 idx)
+{
+	return r->slots + ((size_t)(idx & (r->num_slots - 1)) << r->slot_shift);
+}
+
+/*
+ * A completion queue.  The kernel is the only producer; lock serializes
+ * producers (QPs completing work) and, for kernel CQs, the consumer.
+ */
+struct trdma_cq {
+	struct ib_cq ibcq;
+	spinlock_t lock;	/* see above */
+	struct trdma_ring ring;
+	u32 prod;		/* kernel's producer index; under lock */
+	u32 kcons;		/* consumer index of a kernel CQ; under lock */
+	u8 notify;		/* armed IB_CQ_* flags; under lock */
+	bool overflow;		/* IB_EVENT_CQ_ERR raised; under lock */
+	bool is_user;
+};
+
+/* A shared receive queue.  lock serializes consumers and modify_srq. */
+struct trdma_srq {
+	struct ib_srq ibsrq;
+	spinlock_t lock;	/* see above */
+	struct trdma_ring ring;
+	u32 cons;		/* kernel's consumer index; under lock */
+	u32 limit;		/* armed limit, 0 when not armed; under lock */
+	u32 max_sge;
+	bool is_user;
+};
+
+struct trdma_ah {
+	struct ib_ah ibah;
+	struct rdma_ah_attr attr;
+};
+
+/*
+ * A reliable-connected QP.
+ *
+ * Send queue indices, all free-running: the provider (or post_send for a
+ * kernel QP) produces WQEs up to ring.ctrl->prod; the kernel takes each one
+ * in once at sq_intake, copying the slot into swq (the kernel's own copy,
+ * never read from the shared ring again), and retires it at sq_retire when
+ * it completes, publishing sq_retire as ring.ctrl->cons so the slot can be
+ * reused.  retire <= intake <= prod and intake - retire <= num_slots.
+ *
+ * Locking: state_mutex serializes modify_qp and destroy_qp; lock (taken
+ * inside state_mutex, outside any CQ lock) protects state and every queue
+ * index.
+ */
+struct trdma_qp {
+	struct ib_qp ibqp;
+	struct trdma_dev *tdev;
+	struct mutex state_mutex;	/* see above */
+	spinlock_t lock;		/* see above */
+	enum ib_qp_state state;
+	struct ib_qp_attr attr;		/* as last modified */
+	struct ib_qp_cap cap;		/* granted */
+	bool sq_sig_all;
+	bool is_user;
+	bool corrupt;			/* a ring index was impossible */
+
+	struct trdma_ring sq;
+	void *swq;			/* kernel copies, same slot layout */
+	u8 *swq_status;			/* ib_wc_status of each check */
+	u32 sq_intake;
+	u32 sq_retire;
+
+	struct trdma_ring rq;		/* unused with an SRQ */
+	u32 rq_cons;
+};
+
+static inline struct trdma_pd *to_tpd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct trdma_pd, ibpd);
+}
+
+static inline struct trdma_mr *to_tmr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct trdma_mr, ibmr);
+}
+
+static inline struct trdma_cq *to_tcq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct trdma_cq, ibcq);
+}
+
+static inline struct trdma_srq *to_tsrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct trdma_srq, ibsrq);
+}
+
+static inline struct trdma_qp *to_tqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct trdma_qp, ibqp);
+}
+
+static inline struct trdma_ah *to_tah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct trdma_ah, ibah);
+}
+
+static inline struct trdma_mmap_entry *
+to_tmmap(struct rdma_user_mmap_entry *e)
+{
+	return container_of(e, struct trdma_mmap_entry, rdma);
+}
 
 static inline struct trdma_dev *to_tdev(struct ib_device *ibdev)
 {
@@ -76,5 +278,23 @@ static inline enum ib_port_state trdma_netdev_port_state(struct net_device *nd)
 	return netif_running(nd) && netif_carrier_ok(nd) ? IB_PORT_ACTIVE :
 							    IB_PORT_DOWN;
 }
+
+/* trdma_mem.c */
+int trdma_ring_alloc(struct trdma_ring *r, struct ib_ucontext *uctx,
+		     u32 num_slots, u32 slot_shift, u64 *mmap_key);
+void trdma_ring_free(struct trdma_ring *r);
+struct trdma_mr *trdma_mr_get(struct trdma_dev *tdev, u32 key);
+void trdma_mr_put(struct trdma_mr *mr);
+int trdma_mr_check(struct trdma_mr *mr, struct trdma_pd *pd, u64 va,
+		   u64 len, int access);
+bool trdma_count_get(atomic_t *count, unsigned int max);
+
+/* trdma_cq.c */
+struct trdma_cqe;
+int trdma_cq_post(struct trdma_cq *cq, const struct trdma_cqe *cqe,
+		  bool solicited);
+
+/* trdma_qp.c */
+void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event);
 
 #endif /* _TRDMA_H */

@@ -20,6 +20,64 @@ MODULE_AUTHOR("trdma developers");
 MODULE_DESCRIPTION("RDMA verbs over the kernel's TCP stack");
 MODULE_LICENSE("Dual BSD/GPL");
 
+/* Resource limits of every trdma device, fixed at load time. */
+struct trdma_limits trdma_limits = {
+	.max_qp = 16384,
+	.max_qp_wr = 16384,
+	.max_sge = 16,
+	.max_inline = 256,
+	.max_cq = 16384,
+	.max_cqe = (1 << 20) - 1,
+	.max_mr = 65536,
+	.max_pd = 65536,
+	.max_srq = 4096,
+	.max_srq_wr = 16384,
+	.max_ah = 65536,
+	.max_qp_rd_atom = 16,
+	.max_mr_size = 1ULL << 40,
+};
+
+module_param_named(max_qp, trdma_limits.max_qp, uint, 0444);
+MODULE_PARM_DESC(max_qp, "QPs per device (default 16384)");
+module_param_named(max_qp_wr, trdma_limits.max_qp_wr, uint, 0444);
+MODULE_PARM_DESC(max_qp_wr, "Work requests per queue (default 16384)");
+module_param_named(max_sge, trdma_limits.max_sge, uint, 0444);
+MODULE_PARM_DESC(max_sge, "SGEs per work request (default 16, at most 255)");
+module_param_named(max_inline, trdma_limits.max_inline, uint, 0444);
+MODULE_PARM_DESC(max_inline, "Inline bytes per send (default 256)");
+module_param_named(max_cq, trdma_limits.max_cq, uint, 0444);
+MODULE_PARM_DESC(max_cq, "CQs per device (default 16384)");
+module_param_named(max_cqe, trdma_limits.max_cqe, uint, 0444);
+MODULE_PARM_DESC(max_cqe, "Entries per CQ (default 1048575)");
+module_param_named(max_mr, trdma_limits.max_mr, uint, 0444);
+MODULE_PARM_DESC(max_mr, "MRs per device (default 65536)");
+module_param_named(max_pd, trdma_limits.max_pd, uint, 0444);
+MODULE_PARM_DESC(max_pd, "PDs per device (default 65536)");
+module_param_named(max_srq, trdma_limits.max_srq, uint, 0444);
+MODULE_PARM_DESC(max_srq, "SRQs per device (default 4096)");
+module_param_named(max_srq_wr, trdma_limits.max_srq_wr, uint, 0444);
+MODULE_PARM_DESC(max_srq_wr, "Work requests per SRQ (default 16384)");
+module_param_named(max_ah, trdma_limits.max_ah, uint, 0444);
+MODULE_PARM_DESC(max_ah, "Address handles per device (default 65536)");
+
+/* Brings module parameters into the ranges the ABI can carry. */
+static void trdma_limits_clamp(void)
+{
+	struct trdma_limits *l = &trdma_limits;
+
+	l->max_qp = clamp(l->max_qp, 1U, TRDMA_MAX_QPN - TRDMA_MIN_QPN + 1);
+	l->max_qp_wr = clamp(l->max_qp_wr, 1U, 1U << 20);
+	l->max_sge = clamp(l->max_sge, 1U, 255U);
+	l->max_inline = min(l->max_inline, 4096U);
+	l->max_cq = max(l->max_cq, 1U);
+	l->max_cqe = clamp(l->max_cqe, 1U, (1U << 22) - 1);
+	l->max_mr = clamp(l->max_mr, 1U, TRDMA_MAX_MR_INDEX);
+	l->max_pd = max(l->max_pd, 1U);
+	l->max_srq = max(l->max_srq, 1U);
+	l->max_ah = max(l->max_ah, 1U);
+	l->max_srq_wr = clamp(l->max_srq_wr, 1U, 1U << 20);
+}
+
 /*
  * All trdma devices, registered or on their way in or out.  A device is
  * added by trdma_newlink() before it is registered and removed by
@@ -79,6 +137,9 @@ static void trdma_dealloc_driver(struct ib_device *ibdev)
 	mutex_unlock(&trdma_dev_lock);
 
 	netdev_put(tdev->netdev, &tdev->netdev_tracker);
+	WARN_ON(!xa_empty(&tdev->mr_xa) || !xa_empty(&tdev->qp_xa));
+	xa_destroy(&tdev->mr_xa);
+	xa_destroy(&tdev->qp_xa);
 }
 
 static const struct ib_device_ops trdma_dev_ops = {
@@ -86,17 +147,48 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = TRDMA_ABI_VERSION,
 
+	.alloc_pd = trdma_alloc_pd,
 	.alloc_ucontext = trdma_alloc_ucontext,
+	.create_ah = trdma_create_ah,
+	.create_cq = trdma_create_cq,
+	.create_qp = trdma_create_qp,
+	.create_srq = trdma_create_srq,
+	.create_user_ah = trdma_create_ah,
 	.dealloc_driver = trdma_dealloc_driver,
+	.dealloc_pd = trdma_dealloc_pd,
 	.dealloc_ucontext = trdma_dealloc_ucontext,
+	.dereg_mr = trdma_dereg_mr,
+	.destroy_ah = trdma_destroy_ah,
+	.destroy_cq = trdma_destroy_cq,
+	.destroy_qp = trdma_destroy_qp,
+	.destroy_srq = trdma_destroy_srq,
 	.device_group = &trdma_attr_group,
 	.get_dev_fw_str = trdma_get_dev_fw_str,
+	.get_dma_mr = trdma_get_dma_mr,
 	.get_link_layer = trdma_get_link_layer,
 	.get_port_immutable = trdma_get_port_immutable,
+	.mmap = trdma_mmap,
+	.mmap_free = trdma_mmap_free,
+	.modify_qp = trdma_modify_qp,
+	.modify_srq = trdma_modify_srq,
+	.poll_cq = trdma_poll_cq,
+	.post_recv = trdma_post_recv,
+	.post_send = trdma_post_send,
+	.post_srq_recv = trdma_post_srq_recv,
+	.query_ah = trdma_query_ah,
 	.query_device = trdma_query_device,
 	.query_pkey = trdma_query_pkey,
 	.query_port = trdma_query_port,
+	.query_qp = trdma_query_qp,
+	.query_srq = trdma_query_srq,
+	.reg_user_mr = trdma_reg_user_mr,
+	.req_notify_cq = trdma_req_notify_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, trdma_ah, ibah),
+	INIT_RDMA_OBJ_SIZE(ib_cq, trdma_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, trdma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, trdma_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, trdma_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, trdma_ucontext, ibucontext),
 };
 
@@ -141,6 +233,8 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 
 	netdev_hold(ndev, &tdev->netdev_tracker, GFP_KERNEL);
 	tdev->netdev = ndev;
+	xa_init_flags(&tdev->mr_xa, XA_FLAGS_ALLOC1);
+	xa_init_flags(&tdev->qp_xa, XA_FLAGS_ALLOC);
 
 	mutex_lock(&trdma_dev_lock);
 	if (trdma_find_dev_locked(ndev)) {
@@ -164,6 +258,13 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 	else
 		get_random_bytes(&ibdev->node_guid, sizeof(ibdev->node_guid));
 
+	/*
+	 * The uverbs write commands the provider uses as doorbells: POST_SEND
+	 * and POST_RECV without WRs, and REQ_NOTIFY_CQ.
+	 */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
+				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 	ib_set_device_ops(ibdev, &trdma_dev_ops);
 
 	rv = ib_device_set_netdev(ibdev, ndev, 1);
@@ -275,6 +376,7 @@ static int __init trdma_init(void)
 {
 	int rv;
 
+	trdma_limits_clamp();
 	rv = register_netdevice_notifier(&trdma_netdev_nb);
 	if (rv)
 		return rv;

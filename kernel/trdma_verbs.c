@@ -11,26 +11,45 @@
 #include "trdma_verbs.h"
 
 /*
- * Device attributes.  Every resource limit is the one this build enforces:
- * objects that trdma cannot create yet report a limit of zero, so that
- * ibv_devinfo never promises what the device refuses.
+ * Device attributes.  Every resource limit is the one the create verbs
+ * enforce (trdma_limits, set by module parameters at load time); features
+ * not offered yet (atomics, memory windows, fast registration) are
+ * reported absent.
  */
 int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 		       struct ib_udata *udata)
 {
+	const struct trdma_limits *l = &trdma_limits;
+
 	if (udata->inlen || udata->outlen)
 		return -EINVAL;
 
 	memset(attr, 0, sizeof(*attr));
-	attr->fw_ver = 0;
 	attr->sys_image_guid = ibdev->node_guid;
-	attr->max_mr_size = 0;
+	attr->max_mr_size = l->max_mr_size;
 	attr->page_size_cap = PAGE_SIZE;
 	attr->vendor_id = TRDMA_VENDOR_ID;
 	attr->vendor_part_id = TRDMA_VENDOR_PART_ID;
 	attr->hw_ver = TRDMA_HW_REV;
+	attr->max_qp = l->max_qp;
+	attr->max_qp_wr = l->max_qp_wr;
+	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID;
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
+	attr->max_send_sge = l->max_sge;
+	attr->max_recv_sge = l->max_sge;
+	attr->max_sge_rd = l->max_sge;
+	attr->max_cq = l->max_cq;
+	attr->max_cqe = l->max_cqe;
+	attr->max_mr = l->max_mr;
+	attr->max_pd = l->max_pd;
+	attr->max_qp_rd_atom = l->max_qp_rd_atom;
+	attr->max_qp_init_rd_atom = l->max_qp_rd_atom;
+	attr->max_res_rd_atom = l->max_qp_rd_atom * l->max_qp;
 	attr->atomic_cap = IB_ATOMIC_NONE;
+	attr->max_ah = l->max_ah;
+	attr->max_srq = l->max_srq;
+	attr->max_srq_wr = l->max_srq_wr;
+	attr->max_srq_sge = l->max_sge;
 	attr->max_pkeys = TRDMA_PKEY_TBL_LEN;
 	return 0;
 }

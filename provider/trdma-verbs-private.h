@@ -5,7 +5,8 @@
  * libibverbs exports its provider interface (libibverbs/driver.h plus the
  * command structs of the generated kern-abi.h) only to the providers built
  * in the rdma-core tree; Debian's libibverbs-dev installs neither header.
- * This file declares exactly what trdma.c needs, nothing more.
+ * This file declares exactly what the provider's sources need, nothing
+ * more.
  *
  * Matches rdma-core v36.0 through v56.x, i.e. every release whose
  * libibverbs exports the provider interface under the symbol version
@@ -18,8 +19,10 @@
  *  - Every struct declared here is shared with libibverbs and must keep
  *    rdma-core's exact member order and types: libibverbs reads our
  *    verbs_device_ops, allocates nothing of verbs_device but writes into
- *    the one alloc_device returns, and verbs_set_ops() copies our
- *    verbs_context_ops member by member.
+ *    the one alloc_device returns, verbs_set_ops() copies our
+ *    verbs_context_ops member by member, ibv_cmd_reg_mr() and
+ *    ibv_dereg_mr() write and read our verbs_mr, and the ibv_cmd_*()
+ *    helpers fill in the core payload of our command buffers.
  *  - Structs libtrdma only passes pointers to (struct verbs_sysfs_dev)
  *    stay incomplete, so their layout cannot drift here.
  *  - Any change of these declarations must be checked against the
@@ -94,8 +97,23 @@ struct verbs_device {
 	uint64_t core_support;
 };
 
-/* Opaque types that only appear in verbs_context_ops prototypes. */
-struct verbs_mr;
+/*
+ * The MR libibverbs hands to dereg_mr.  ibv_cmd_reg_mr() fills mr_type and
+ * access, and ibv_dereg_mr() reads them, so a provider's MR must embed a
+ * complete struct verbs_mr.
+ */
+enum ibv_mr_type {
+	IBV_MR_TYPE_MR,
+	IBV_MR_TYPE_NULL_MR,
+	IBV_MR_TYPE_IMPORTED_MR,
+	IBV_MR_TYPE_DMABUF_MR,
+};
+
+struct verbs_mr {
+	struct ibv_mr ibv_mr;
+	enum ibv_mr_type mr_type;
+	int access;
+};
 
 /*
  * One member per verb a provider may implement, sorted by name.  Members
@@ -260,8 +278,54 @@ struct ibv_query_port {
 	struct ib_uverbs_query_port core_payload;
 };
 
+struct ibv_alloc_pd {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_alloc_pd core_payload;
+};
+
+struct ibv_reg_mr {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_reg_mr core_payload;
+};
+
+struct ibv_create_cq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_cq core_payload;
+};
+
+struct ibv_create_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_qp core_payload;
+};
+
+struct ibv_query_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_query_qp core_payload;
+};
+
+struct ibv_modify_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_modify_qp core_payload;
+};
+
+struct ibv_create_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_srq core_payload;
+};
+
+struct ibv_modify_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_modify_srq core_payload;
+};
+
+struct ibv_query_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_query_srq core_payload;
+};
+
 /*
- * libibverbs entry points, all exported under IBVERBS_PRIVATE_34.  The
+ * libibverbs entry points, all exported under IBVERBS_PRIVATE_34 (the
+ * ibv_cmd_* prototypes are rdma-core v44's, unchanged v36..v56).  The
  * registration function carries the private ABI number in its name, so a
  * provider built for another private ABI fails to load instead of
  * misbehaving.
@@ -288,6 +352,62 @@ int ibv_cmd_query_device_any(struct ibv_context *context,
 int ibv_cmd_query_port(struct ibv_context *context, uint8_t port_num,
 		       struct ibv_port_attr *port_attr,
 		       struct ibv_query_port *cmd, size_t cmd_size);
+
+int ibv_cmd_alloc_pd(struct ibv_context *context, struct ibv_pd *pd,
+		     struct ibv_alloc_pd *cmd, size_t cmd_size,
+		     struct ib_uverbs_alloc_pd_resp *resp, size_t resp_size);
+int ibv_cmd_dealloc_pd(struct ibv_pd *pd);
+int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+		   uint64_t hca_va, int access,
+		   struct verbs_mr *vmr, struct ibv_reg_mr *cmd,
+		   size_t cmd_size,
+		   struct ib_uverbs_reg_mr_resp *resp, size_t resp_size);
+int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
+
+int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
+		      struct ibv_comp_channel *channel,
+		      int comp_vector, struct ibv_cq *cq,
+		      struct ibv_create_cq *cmd, size_t cmd_size,
+		      struct ib_uverbs_create_cq_resp *resp, size_t resp_size);
+int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int ibv_cmd_destroy_cq(struct ibv_cq *cq);
+
+int ibv_cmd_create_srq(struct ibv_pd *pd,
+		       struct ibv_srq *srq, struct ibv_srq_init_attr *attr,
+		       struct ibv_create_srq *cmd, size_t cmd_size,
+		       struct ib_uverbs_create_srq_resp *resp, size_t resp_size);
+int ibv_cmd_modify_srq(struct ibv_srq *srq,
+		       struct ibv_srq_attr *srq_attr,
+		       int srq_attr_mask,
+		       struct ibv_modify_srq *cmd, size_t cmd_size);
+int ibv_cmd_query_srq(struct ibv_srq *srq,
+		      struct ibv_srq_attr *srq_attr,
+		      struct ibv_query_srq *cmd, size_t cmd_size);
+int ibv_cmd_destroy_srq(struct ibv_srq *srq);
+
+int ibv_cmd_create_qp(struct ibv_pd *pd,
+		      struct ibv_qp *qp, struct ibv_qp_init_attr *attr,
+		      struct ibv_create_qp *cmd, size_t cmd_size,
+		      struct ib_uverbs_create_qp_resp *resp, size_t resp_size);
+int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr,
+		     int attr_mask,
+		     struct ibv_qp_init_attr *qp_init_attr,
+		     struct ibv_query_qp *cmd, size_t cmd_size);
+int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		      int attr_mask,
+		      struct ibv_modify_qp *cmd, size_t cmd_size);
+int ibv_cmd_destroy_qp(struct ibv_qp *qp);
+/* With wr == NULL: the bare POST_SEND / POST_RECV command, trdma's doorbell. */
+int ibv_cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr);
+int ibv_cmd_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr);
+
+int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
+		      struct ibv_ah_attr *attr,
+		      struct ib_uverbs_create_ah_resp *resp,
+		      size_t resp_size);
+int ibv_cmd_destroy_ah(struct ibv_ah *ah);
 
 int ibv_read_ibdev_sysfs_file(char *buf, size_t size,
 			      struct verbs_sysfs_dev *sysfs_dev,

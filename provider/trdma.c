@@ -3,26 +3,28 @@
  * trdma: rdma-core userspace provider for RDMA verbs over Linux TCP.
  *
  * Binds libibverbs to the ib_devices of the out-of-tree trdma.ko, opens
- * user contexts with the trdma ABI handshake and forwards the device and
- * port queries to the kernel.
+ * user contexts with the trdma ABI handshake, forwards the device and port
+ * queries to the kernel and installs the verbs of the other files: PDs and
+ * MRs (mem.c), CQs polled from a mapped ring (cq.c), RC QPs posting into
+ * mapped rings (qp.c), SRQs and AHs (srq.c).
  *
  * Every other verb is left unset in trdma_ctx_ops.  verbs_init_context()
  * (reached through _verbs_init_and_alloc_context()) first installs
  * libibverbs' own defaults (libibverbs/dummy_ops.c) and verbs_set_ops()
  * then replaces only the members we set, so an unset verb fails with
  * EOPNOTSUPP: returned directly by the int verbs, as errno with a NULL
- * result by the object-creating ones (ibv_alloc_pd(), ibv_reg_mr(),
- * ibv_create_cq(), ...).  The few defaults that are not errors are
- * harmless here: the void hooks (async_event, cq_event) do nothing,
- * query_qp_data_in_order reports 0 and rereg_mr reports
- * IBV_REREG_MR_ERR_INPUT with errno EOPNOTSUPP.  This is the behaviour of
- * rdma-core v36 through v56, checked in v44.0's libibverbs/dummy_ops.c
- * and device.c.
+ * result by the object-creating ones (ibv_create_cq_ex(), ibv_alloc_mw(),
+ * ...).  The few defaults that are not errors are harmless here: the void
+ * hooks (async_event, cq_event) do nothing, query_qp_data_in_order
+ * reports 0 and rereg_mr reports IBV_REREG_MR_ERR_INPUT with errno
+ * EOPNOTSUPP.  This is the behaviour of rdma-core v36 through v56,
+ * checked in v44.0's libibverbs/dummy_ops.c and device.c.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trdma.h"
 
@@ -71,9 +73,30 @@ static int trdma_query_port(struct ibv_context *ibctx, uint8_t port,
 }
 
 static const struct verbs_context_ops trdma_ctx_ops = {
+	.alloc_pd = trdma_alloc_pd,
+	.create_ah = trdma_create_ah,
+	.create_cq = trdma_create_cq,
+	.create_qp = trdma_create_qp,
+	.create_srq = trdma_create_srq,
+	.dealloc_pd = trdma_dealloc_pd,
+	.dereg_mr = trdma_dereg_mr,
+	.destroy_ah = trdma_destroy_ah,
+	.destroy_cq = trdma_destroy_cq,
+	.destroy_qp = trdma_destroy_qp,
+	.destroy_srq = trdma_destroy_srq,
 	.free_context = trdma_free_context,
+	.modify_qp = trdma_modify_qp,
+	.modify_srq = trdma_modify_srq,
+	.poll_cq = trdma_poll_cq,
+	.post_recv = trdma_post_recv,
+	.post_send = trdma_post_send,
+	.post_srq_recv = trdma_post_srq_recv,
 	.query_device_ex = trdma_query_device_ex,
 	.query_port = trdma_query_port,
+	.query_qp = trdma_query_qp,
+	.query_srq = trdma_query_srq,
+	.reg_mr = trdma_reg_mr,
+	.req_notify_cq = trdma_req_notify_cq,
 };
 
 static struct verbs_context *trdma_alloc_context(struct ibv_device *ibdev,
@@ -106,7 +129,7 @@ static struct verbs_context *trdma_alloc_context(struct ibv_device *ibdev,
 		if (ret == EPROTO)
 			fprintf(stderr,
 				"trdma: %s: kernel refused provider ABI %u\n",
-				ibdev->name, TRDMA_ABI_VERSION);
+				ibdev->name, (unsigned int)TRDMA_ABI_VERSION);
 		goto err;
 	}
 
@@ -114,11 +137,12 @@ static struct verbs_context *trdma_alloc_context(struct ibv_device *ibdev,
 		fprintf(stderr,
 			"trdma: %s: kernel speaks ABI %u, provider speaks ABI %u\n",
 			ibdev->name, resp.drv_payload.abi_version,
-			TRDMA_ABI_VERSION);
+			(unsigned int)TRDMA_ABI_VERSION);
 		ret = EPROTO;
 		goto err;
 	}
 
+	ctx->page_size = (size_t)sysconf(_SC_PAGESIZE);
 	verbs_set_ops(&ctx->ibv_ctx, &trdma_ctx_ops);
 	return &ctx->ibv_ctx;
 
@@ -132,8 +156,7 @@ err:
 
 static void trdma_free_context(struct ibv_context *ibctx)
 {
-	struct trdma_context *ctx =
-		trdma_container_of(ibctx, struct trdma_context, ibv_ctx.context);
+	struct trdma_context *ctx = to_tctx(ibctx);
 
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);

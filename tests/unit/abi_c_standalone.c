@@ -33,3 +33,27 @@ const struct trdma_c_abi_layout *trdma_c_abi_layout_get(void)
 
 	return &layout;
 }
+
+#define TRDMA_ABI_SIZE(type) { "sizeof(" #type ")", sizeof(struct type) },
+/*
+ * C99 has no alignof, and the ALIGNOF() trick above cannot take a struct
+ * with a flexible array member (trdma_sqe, trdma_rqe): GCC's __alignof__,
+ * which -Wpedantic accepts, measures them all.  The header itself stays
+ * plain C99.
+ */
+#define TRDMA_ABI_ALIGN(type) { "alignof(" #type ")", __alignof__(struct type) },
+#define TRDMA_ABI_OFF(type, member)                                            \
+	{ "offsetof(" #type ", " #member ")", offsetof(struct type, member) },
+
+const struct trdma_c_abi_fact trdma_c_abi_facts[] = {
+#include "abi_layout_facts.def"
+	{ "TRDMA_RING_SLOTS_OFFSET", TRDMA_RING_SLOTS_OFFSET },
+	{ "TRDMA_RING_F_ERROR", TRDMA_RING_F_ERROR },
+	{ "TRDMA_WQE_SIGNALED", TRDMA_WQE_SIGNALED },
+	{ "TRDMA_WQE_SOLICITED", TRDMA_WQE_SOLICITED },
+	{ "TRDMA_WQE_INLINE", TRDMA_WQE_INLINE },
+	{ "TRDMA_WQE_FENCE", TRDMA_WQE_FENCE },
+};
+
+const size_t trdma_c_abi_fact_count =
+	sizeof(trdma_c_abi_facts) / sizeof(trdma_c_abi_facts[0]);

@@ -18,6 +18,19 @@ struct trdma_c_abi_layout {
 
 const struct trdma_c_abi_layout *trdma_c_abi_layout_get(void);
 
+/*
+ * Every entry of abi_layout_facts.def plus the ABI's constants, as
+ * measured in C: key ("sizeof(trdma_sqe)", "offsetof(trdma_sqe, sge)",
+ * "alignof(trdma_sqe)", or a constant's name) and value.
+ */
+struct trdma_c_abi_fact {
+	const char *key;
+	size_t value;
+};
+
+extern const struct trdma_c_abi_fact trdma_c_abi_facts[];
+extern const size_t trdma_c_abi_fact_count;
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,7 +48,26 @@ set(required
   ibv_cmd_get_context
   ibv_cmd_query_device_any
   ibv_cmd_query_port
-  ibv_read_ibdev_sysfs_file)
+  ibv_read_ibdev_sysfs_file
+  ibv_cmd_alloc_pd
+  ibv_cmd_dealloc_pd
+  ibv_cmd_reg_mr
+  ibv_cmd_dereg_mr
+  ibv_cmd_create_cq
+  ibv_cmd_req_notify_cq
+  ibv_cmd_destroy_cq
+  ibv_cmd_create_srq
+  ibv_cmd_modify_srq
+  ibv_cmd_query_srq
+  ibv_cmd_destroy_srq
+  ibv_cmd_create_qp
+  ibv_cmd_query_qp
+  ibv_cmd_modify_qp
+  ibv_cmd_destroy_qp
+  ibv_cmd_post_send
+  ibv_cmd_post_recv
+  ibv_cmd_create_ah
+  ibv_cmd_destroy_ah)
 
 set(errors "")
 set(seen "")

@@ -13,6 +13,7 @@
 #include <rdma/trdma-abi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstddef>
 #include <cstring>
 #include <map>
@@ -118,7 +119,58 @@ const std::map<std::string, std::size_t> kUpstreamLP64 = {
 	{ "offsetof(struct ibv_query_port, hdr)", 0 },
 	{ "offsetof(struct ibv_query_port, core_payload)", 8 },
 	{ "offsetof(struct ibv_query_port, core_payload.port_num)", 16 },
+
+	{ "sizeof(struct verbs_mr)", 56 },
+	{ "alignof(struct verbs_mr)", 8 },
+	{ "offsetof(struct verbs_mr, ibv_mr)", 0 },
+	{ "offsetof(struct verbs_mr, mr_type)", 48 },
+	{ "offsetof(struct verbs_mr, access)", 52 },
+	{ "sizeof(enum ibv_mr_type)", 4 },
+	{ "IBV_MR_TYPE_MR", 0 },
+	{ "IBV_MR_TYPE_DMABUF_MR", 3 },
+
+	{ "sizeof(struct ibv_alloc_pd)", 16 },
+	{ "sizeof(struct ibv_reg_mr)", 48 },
+	{ "offsetof(struct ibv_reg_mr, core_payload.start)", 16 },
+	{ "offsetof(struct ibv_reg_mr, core_payload.access_flags)", 44 },
+	{ "sizeof(struct ibv_create_cq)", 40 },
+	{ "offsetof(struct ibv_create_cq, core_payload.comp_channel)", 32 },
+	{ "sizeof(struct ibv_create_qp)", 64 },
+	{ "offsetof(struct ibv_create_qp, core_payload.max_inline_data)", 56 },
+	{ "sizeof(struct ibv_query_qp)", 24 },
+	{ "offsetof(struct ibv_query_qp, core_payload.attr_mask)", 20 },
+	{ "sizeof(struct ibv_modify_qp)", 120 },
+	{ "offsetof(struct ibv_modify_qp, core_payload.qp_state)", 104 },
+	{ "sizeof(struct ibv_create_srq)", 40 },
+	{ "offsetof(struct ibv_create_srq, core_payload.srq_limit)", 36 },
+	{ "sizeof(struct ibv_modify_srq)", 24 },
+	{ "offsetof(struct ibv_modify_srq, core_payload.srq_limit)", 20 },
+	{ "sizeof(struct ibv_query_srq)", 24 },
+	{ "offsetof(struct ibv_query_srq, core_payload.srq_handle)", 16 },
 };
+
+// The command buffers beyond GET_CONTEXT and QUERY_PORT, with the kernel
+// struct of their core payload.
+struct CmdInfo {
+	const char *name;
+	std::size_t core_size;
+};
+
+const std::vector<CmdInfo> &Commands()
+{
+	static const std::vector<CmdInfo> cmds = {
+		{ "ibv_alloc_pd", sizeof(struct ib_uverbs_alloc_pd) },
+		{ "ibv_reg_mr", sizeof(struct ib_uverbs_reg_mr) },
+		{ "ibv_create_cq", sizeof(struct ib_uverbs_create_cq) },
+		{ "ibv_create_qp", sizeof(struct ib_uverbs_create_qp) },
+		{ "ibv_query_qp", sizeof(struct ib_uverbs_query_qp) },
+		{ "ibv_modify_qp", sizeof(struct ib_uverbs_modify_qp) },
+		{ "ibv_create_srq", sizeof(struct ib_uverbs_create_srq) },
+		{ "ibv_modify_srq", sizeof(struct ib_uverbs_modify_srq) },
+		{ "ibv_query_srq", sizeof(struct ib_uverbs_query_srq) },
+	};
+	return cmds;
+}
 
 TEST(PrivateAbi, MatchesRdmaCoreV36ToV56OnLP64)
 {
@@ -204,6 +256,112 @@ TEST(PrivateAbi, QueryPortCorePayloadFollowsHeader)
 	EXPECT_EQ(P("offsetof(struct ibv_query_port, core_payload.port_num)"),
 		  sizeof(struct ib_uverbs_cmd_hdr) +
 			  offsetof(struct ib_uverbs_query_port, port_num));
+}
+
+TEST(PrivateAbi, CommandCorePayloadsFollowHeader)
+{
+	for (const CmdInfo &c : Commands()) {
+		const std::string s = std::string("struct ") + c.name;
+		SCOPED_TRACE(s);
+		ASSERT_TRUE(Has("sizeof(" + s + ")"));
+		EXPECT_EQ(P("offsetof(" + s + ", hdr)"), 0u);
+		EXPECT_EQ(P("offsetof(" + s + ", core_payload)"),
+			  sizeof(struct ib_uverbs_cmd_hdr));
+		EXPECT_EQ(P("sizeof(" + s + ")"),
+			  sizeof(struct ib_uverbs_cmd_hdr) + c.core_size);
+		EXPECT_EQ(P("alignof(" + s + ")"), 8u);
+		// Write commands are sized in 32-bit words.
+		EXPECT_EQ(P("sizeof(" + s + ")") % 4, 0u);
+	}
+	// A few members libibverbs fills in, at the kernel's offsets.
+	const std::size_t h = sizeof(struct ib_uverbs_cmd_hdr);
+	EXPECT_EQ(P("offsetof(struct ibv_reg_mr, core_payload.start)"),
+		  h + offsetof(ib_uverbs_reg_mr, start));
+	EXPECT_EQ(P("offsetof(struct ibv_reg_mr, core_payload.access_flags)"),
+		  h + offsetof(ib_uverbs_reg_mr, access_flags));
+	EXPECT_EQ(P("offsetof(struct ibv_create_qp, "
+		    "core_payload.max_inline_data)"),
+		  h + offsetof(ib_uverbs_create_qp, max_inline_data));
+	EXPECT_EQ(P("offsetof(struct ibv_modify_qp, core_payload.qp_state)"),
+		  h + offsetof(ib_uverbs_modify_qp, qp_state));
+	EXPECT_EQ(P("offsetof(struct ibv_modify_srq, core_payload.srq_limit)"),
+		  h + offsetof(ib_uverbs_modify_srq, srq_limit));
+}
+
+// ibv_cmd_reg_mr() fills and ibv_dereg_mr() reads a complete verbs_mr.
+TEST(PrivateAbi, VerbsMrEmbedsIbvMr)
+{
+	EXPECT_EQ(P("offsetof(struct verbs_mr, ibv_mr)"), 0u);
+	EXPECT_EQ(P("offsetof(struct verbs_mr, mr_type)"),
+		  sizeof(struct ibv_mr));
+	EXPECT_EQ(P("offsetof(struct trdma_mr, vmr)"), 0u);
+}
+
+// Every provider object starts with the libibverbs object, which is what
+// libibverbs hands back to the provider's verbs.
+TEST(PrivateAbi, ProviderObjectsStartWithTheVerbsObject)
+{
+	EXPECT_EQ(P("offsetof(struct trdma_cq, ibv_cq)"), 0u);
+	EXPECT_EQ(P("offsetof(struct trdma_srq, ibv_srq)"), 0u);
+	EXPECT_EQ(P("offsetof(struct trdma_qp, ibv_qp)"), 0u);
+}
+
+// libibverbs' ibv_qp_to_qp_ex() reads verbs_qp.comp_mask, placed after a
+// union of ibv_qp and ibv_qp_ex whose size depends on the rdma-core
+// release: 344 bytes in v36..v43, 352 in v44, 360 in v45..v56 (LP64).
+// That word must be inside the part of trdma_qp that stays zero, for
+// every release, so the answer is NULL (no ibv_qp_ex interface).
+TEST(PrivateAbi, QpLeavesVerbsQpCompMaskZero)
+{
+	const std::size_t room_end =
+		P("offsetof(struct trdma_qp, verbs_qp_tail_room)") +
+		P("sizeof(trdma_qp.verbs_qp_tail_room)");
+
+	EXPECT_EQ(P("offsetof(struct trdma_qp, verbs_qp_tail_room)"),
+		  P("sizeof(struct ibv_qp_ex)"));
+	// Up to 4 more pointers in ibv_qp_ex than in this build's header,
+	// then the 32-bit comp_mask.
+	EXPECT_GE(room_end, P("sizeof(struct ibv_qp_ex)") +
+				    4 * sizeof(void *) + sizeof(uint32_t));
+	if (IsLP64()) {
+		EXPECT_GE(room_end, 360u + sizeof(uint32_t));
+	}
+}
+
+// Create responses: the trdma driver data right after the core response.
+TEST(PrivateAbi, TrdmaCreateResponsesDriverData)
+{
+	EXPECT_EQ(P("offsetof(struct trdma_cmd_create_cq_resp, drv_payload)"),
+		  sizeof(struct ib_uverbs_create_cq_resp));
+	EXPECT_EQ(P("sizeof(struct trdma_cmd_create_cq_resp)"),
+		  sizeof(struct ib_uverbs_create_cq_resp) +
+			  sizeof(trdma_create_cq_resp));
+	EXPECT_EQ(P("offsetof(struct trdma_cmd_create_cq_resp, "
+		    "drv_payload.mmap_key)"),
+		  sizeof(struct ib_uverbs_create_cq_resp));
+
+	EXPECT_EQ(P("offsetof(struct trdma_cmd_create_qp_resp, drv_payload)"),
+		  sizeof(struct ib_uverbs_create_qp_resp));
+	EXPECT_EQ(P("sizeof(struct trdma_cmd_create_qp_resp)"),
+		  sizeof(struct ib_uverbs_create_qp_resp) +
+			  sizeof(trdma_create_qp_resp));
+	EXPECT_EQ(P("offsetof(struct trdma_cmd_create_qp_resp, "
+		    "drv_payload.sq_mmap_key)"),
+		  sizeof(struct ib_uverbs_create_qp_resp));
+
+	EXPECT_EQ(P("offsetof(struct trdma_cmd_create_srq_resp, drv_payload)"),
+		  sizeof(struct ib_uverbs_create_srq_resp));
+	EXPECT_EQ(P("sizeof(struct trdma_cmd_create_srq_resp)"),
+		  sizeof(struct ib_uverbs_create_srq_resp) +
+			  sizeof(trdma_create_srq_resp));
+	EXPECT_EQ(P("offsetof(struct trdma_cmd_create_srq_resp, "
+		    "drv_payload.mmap_key)"),
+		  sizeof(struct ib_uverbs_create_srq_resp));
+
+	// The driver data's 64-bit keys are 8-byte aligned in the buffer.
+	EXPECT_EQ(sizeof(struct ib_uverbs_create_cq_resp) % 8, 0u);
+	EXPECT_EQ(sizeof(struct ib_uverbs_create_qp_resp) % 8, 0u);
+	EXPECT_EQ(sizeof(struct ib_uverbs_create_srq_resp) % 8, 0u);
 }
 
 // libibverbs passes everything past sizeof(struct ibv_get_context) in the

@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define TRDMA_ABI_VERSION	1
+#define TRDMA_ABI_VERSION	2
 
 /* Value of the "hca_type" sysfs attribute of every trdma ib_device. */
 #define TRDMA_HCA_TYPE		"trdma"
@@ -28,6 +28,151 @@ struct trdma_alloc_ucontext_req {
 struct trdma_alloc_ucontext_resp {
 	__u32 abi_version;	/* TRDMA_ABI_VERSION the kernel speaks */
 	__u32 reserved;
+};
+
+/*
+ * Rings.
+ *
+ * Every queue (SQ, RQ, SRQ, CQ) is one ring: a control block followed by a
+ * power-of-two array of fixed-size slots, mapped into the process with
+ * mmap(cmd_fd, key) where key is the mmap key the create response returns
+ * (an rdma_user_mmap_entry offset).  Indices are free-running __u32 counters;
+ * slot i lives at TRDMA_RING_SLOTS_OFFSET + (i & (num_slots - 1)) * slot_size.
+ *
+ * The producer and the consumer each own one index, on its own cache line:
+ * the producer writes a slot, then publishes prod with a store-release; the
+ * consumer reads prod with a load-acquire, reads the slot, then publishes
+ * cons with a store-release.
+ *
+ * The send doorbell is the uverbs POST_SEND command without work requests:
+ * the kernel then looks at the SQ ring again.  Receive queues need no
+ * doorbell while the QP works: the kernel takes receive WQEs when messages
+ * arrive.
+ *
+ *   ring       producer       consumer
+ *   SQ, RQ     provider       kernel
+ *   SRQ        provider       kernel
+ *   CQ         kernel         provider
+ *
+ * The kernel never trusts the indices or slots written by user space: it
+ * keeps its own copy of the index it owns, treats prod - cons > num_slots as
+ * a corrupt ring (the QP or CQ goes to error), and copies each slot once
+ * before checking it.
+ */
+struct trdma_ring_ctrl {
+	__u32 prod;		/* written by the producer only */
+	__u32 reserved0[15];
+	__u32 cons;		/* written by the consumer only */
+	__u32 reserved1[15];
+	__u32 kflags;		/* TRDMA_RING_F_*, written by the kernel */
+	__u32 reserved2[15];
+};
+
+#define TRDMA_RING_SLOTS_OFFSET	192	/* sizeof(struct trdma_ring_ctrl) */
+
+/*
+ * trdma_ring_ctrl.kflags of a QP's SQ and RQ rings.
+ *
+ * TRDMA_RING_F_ERROR: the QP is in the error state.  Work posted now only
+ * flushes, so the provider rings the doorbell after posting to either queue
+ * (the uverbs POST_SEND or POST_RECV command without work requests) and the
+ * kernel completes what it finds with IBV_WC_WR_FLUSH_ERR.  The provider
+ * reads kflags after publishing prod with a full barrier in between; the
+ * kernel sets the flag with a full barrier before it reads prod to flush,
+ * so no WQE is left behind.
+ */
+#define TRDMA_RING_F_ERROR	(1U << 0)
+
+/* A scatter/gather element of a send or receive WQE. */
+struct trdma_sge {
+	__aligned_u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+
+/* trdma_sqe.flags */
+enum trdma_wqe_flags {
+	TRDMA_WQE_SIGNALED	= 1 << 0,	/* IBV_SEND_SIGNALED */
+	TRDMA_WQE_SOLICITED	= 1 << 1,	/* IBV_SEND_SOLICITED */
+	TRDMA_WQE_INLINE	= 1 << 2,	/* IBV_SEND_INLINE */
+	TRDMA_WQE_FENCE		= 1 << 3,	/* IBV_SEND_FENCE */
+};
+
+/*
+ * Send WQE.  opcode is an enum ib_uverbs_wr_opcode value.  With
+ * TRDMA_WQE_INLINE the payload (inline_len bytes) is stored in place of the
+ * SGE array; otherwise num_sge SGEs follow.  The slot size is
+ * 1 << sq_wqe_shift bytes, which bounds both.
+ */
+struct trdma_sqe {
+	__aligned_u64 wr_id;
+	__u8 opcode;
+	__u8 flags;
+	__u8 num_sge;
+	__u8 reserved;
+	__u32 inline_len;
+	__u32 imm_data;		/* ImmDt (network order) or rkey to invalidate */
+	__u32 rkey;
+	__aligned_u64 remote_addr;
+	__aligned_u64 compare_add;	/* atomics: compare or add operand */
+	__aligned_u64 swap;		/* atomics: swap operand */
+	struct trdma_sge sge[];		/* or the inline payload */
+};
+
+/* Receive WQE (RQ and SRQ). */
+struct trdma_rqe {
+	__aligned_u64 wr_id;
+	__u8 num_sge;
+	__u8 reserved[7];
+	struct trdma_sge sge[];
+};
+
+/*
+ * Completion.  status and opcode take the values of enum ibv_wc_status and
+ * ibv_wc_opcode (identical to the kernel's ib_wc_status and ib_wc_opcode);
+ * wc_flags holds TRDMA_CQE_F_* bits, which are those of enum ibv_wc_flags
+ * (the kernel's IB_WC_* flags number some of them differently).
+ */
+#define TRDMA_CQE_F_WITH_IMM	(1U << 1)	/* IBV_WC_WITH_IMM */
+#define TRDMA_CQE_F_WITH_INV	(1U << 3)	/* IBV_WC_WITH_INV */
+
+struct trdma_cqe {
+	__aligned_u64 wr_id;
+	__u8 status;
+	__u8 opcode;
+	__u16 wc_flags;
+	__u32 vendor_err;
+	__u32 byte_len;
+	__u32 imm_data;		/* ImmDt (network order) or invalidated rkey */
+	__u32 qp_num;
+	__u32 src_qp;
+};
+
+/* Driver data of CREATE_CQ. */
+struct trdma_create_cq_resp {
+	__aligned_u64 mmap_key;	/* of the CQ ring */
+	__u32 num_slots;	/* power of two; at least the cqe asked for */
+	__u32 reserved;
+};
+
+/* Driver data of CREATE_QP. */
+struct trdma_create_qp_resp {
+	__aligned_u64 sq_mmap_key;
+	__aligned_u64 rq_mmap_key;	/* 0 when the QP uses an SRQ */
+	__u32 sq_slots;			/* power of two */
+	__u32 rq_slots;			/* power of two; 0 with an SRQ */
+	__u8 sq_wqe_shift;		/* log2 of the SQ slot size */
+	__u8 rq_wqe_shift;		/* log2 of the RQ slot size */
+	__u8 reserved[2];
+	__u32 max_inline_data;
+};
+
+/* Driver data of CREATE_SRQ. */
+struct trdma_create_srq_resp {
+	__aligned_u64 mmap_key;
+	__u32 num_slots;		/* power of two */
+	__u8 wqe_shift;			/* log2 of the slot size */
+	__u8 reserved[3];
 };
 
 #endif /* _UAPI_RDMA_TRDMA_ABI_H */

@@ -1,0 +1,773 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma: queue pairs.
+ *
+ * RC QPs with the IB state machine, their send and receive rings, the intake
+ * of posted send WQEs (each slot copied once and checked before anything
+ * else looks at it) and the flushing of outstanding work when a QP errors or
+ * is destroyed.  Moving data is the transmit and receive paths' job.
+ */
+#include <linux/log2.h>
+#include <linux/slab.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "trdma.h"
+#include "trdma_verbs.h"
+
+#define TRDMA_WQE_FLAGS_ALL (TRDMA_WQE_SIGNALED | TRDMA_WQE_SOLICITED | \
+			     TRDMA_WQE_INLINE | TRDMA_WQE_FENCE)
+
+static void *trdma_swq_slot(struct trdma_qp *qp, u32 idx)
+{
+	return qp->swq + ((size_t)(idx & (qp->sq.num_slots - 1)) <<
+			  qp->sq.slot_shift);
+}
+
+static u8 trdma_swqe_status(struct trdma_qp *qp, u32 idx)
+{
+	return qp->swq_status[idx & (qp->sq.num_slots - 1)];
+}
+
+static enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
+{
+	switch (wr_opcode) {
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_UVERBS_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+		return IB_WC_COMP_SWAP;
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		return IB_WC_FETCH_ADD;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+static void trdma_complete(struct trdma_qp *qp, struct ib_cq *ibcq,
+			   u64 wr_id, enum ib_wc_opcode opcode,
+			   enum ib_wc_status status)
+{
+	struct trdma_cqe cqe = {
+		.wr_id = wr_id,
+		.status = status,
+		.opcode = opcode,
+		.qp_num = qp->ibqp.qp_num,
+	};
+
+	trdma_cq_post(to_tcq(ibcq), &cqe, false);
+}
+
+/*
+ * Number of new entries a ring claims, or -1 when its user-written producer
+ * index is impossible (more entries than slots beyond those still held).
+ */
+static int trdma_ring_new(struct trdma_ring *r, u32 held_from, u32 next)
+{
+	/* Slots up to prod are written; pairs with the producer's release. */
+	u32 prod = smp_load_acquire(&r->ctrl->prod);
+
+	if (prod - held_from > r->num_slots || next - held_from > prod - held_from)
+		return -1;
+	return prod - next;
+}
+
+/*
+ * Completes every outstanding send WQE: those taken in with the status
+ * their check recorded (FLUSH_ERR when they were fine), then those still in
+ * the ring with FLUSH_ERR.  Under qp->lock.
+ */
+static void trdma_sq_flush(struct trdma_qp *qp)
+{
+	int n = trdma_ring_new(&qp->sq, qp->sq_retire, qp->sq_intake);
+	struct trdma_sqe *sqe;
+
+	lockdep_assert_held(&qp->lock);
+
+	for (; qp->sq_retire != qp->sq_intake; qp->sq_retire++) {
+		u8 status = trdma_swqe_status(qp, qp->sq_retire);
+
+		sqe = trdma_swq_slot(qp, qp->sq_retire);
+		trdma_complete(qp, qp->ibqp.send_cq, sqe->wr_id,
+			       trdma_wc_opcode(sqe->opcode),
+			       status == IB_WC_SUCCESS ? IB_WC_WR_FLUSH_ERR :
+							 status);
+	}
+	/* A corrupt producer index leaves nothing more to trust. */
+	for (; n > 0; n--, qp->sq_intake++, qp->sq_retire++) {
+		u64 wr_id;
+		u8 opcode;
+
+		sqe = trdma_ring_slot(&qp->sq, qp->sq_intake);
+		wr_id = READ_ONCE(sqe->wr_id);
+		opcode = READ_ONCE(sqe->opcode);
+		trdma_complete(qp, qp->ibqp.send_cq, wr_id,
+			       trdma_wc_opcode(opcode), IB_WC_WR_FLUSH_ERR);
+	}
+	/* Done with the slots before the producer may reuse them. */
+	smp_store_release(&qp->sq.ctrl->cons, qp->sq_retire);
+}
+
+static void trdma_rq_flush(struct trdma_qp *qp)
+{
+	int n;
+
+	lockdep_assert_held(&qp->lock);
+	if (qp->ibqp.srq)
+		return;
+
+	n = trdma_ring_new(&qp->rq, qp->rq_cons, qp->rq_cons);
+	for (; n > 0; n--, qp->rq_cons++) {
+		struct trdma_rqe *rqe = trdma_ring_slot(&qp->rq, qp->rq_cons);
+
+		trdma_complete(qp, qp->ibqp.recv_cq, READ_ONCE(rqe->wr_id),
+			       IB_WC_RECV, IB_WC_WR_FLUSH_ERR);
+	}
+	/* Done with the slots before the producer may reuse them. */
+	smp_store_release(&qp->rq.ctrl->cons, qp->rq_cons);
+}
+
+static void trdma_qp_set_kflags(struct trdma_qp *qp, u32 kflags)
+{
+	WRITE_ONCE(qp->sq.ctrl->kflags, kflags);
+	if (!qp->ibqp.srq)
+		WRITE_ONCE(qp->rq.ctrl->kflags, kflags);
+}
+
+/* Moves the QP to ERR and flushes both queues.  Under qp->lock. */
+static void trdma_qp_to_error(struct trdma_qp *qp)
+{
+	lockdep_assert_held(&qp->lock);
+	qp->state = IB_QPS_ERR;
+	trdma_qp_set_kflags(qp, TRDMA_RING_F_ERROR);
+	/* Pairs with the provider's fence between prod and kflags. */
+	smp_mb();
+	trdma_sq_flush(qp);
+	trdma_rq_flush(qp);
+}
+
+/*
+ * A failure the QP cannot continue from (corrupt ring, and later a broken
+ * connection or a malformed peer): ERR with everything flushed, and the
+ * affiliated async event.
+ */
+void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event)
+{
+	struct ib_event ev = {
+		.device = qp->ibqp.device,
+		.element.qp = &qp->ibqp,
+		.event = event,
+	};
+	unsigned long flags;
+	bool was_err;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	was_err = qp->state == IB_QPS_ERR;
+	trdma_qp_to_error(qp);
+	spin_unlock_irqrestore(&qp->lock, flags);
+
+	if (!was_err && qp->ibqp.event_handler)
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+}
+
+/*
+ * Checks the kernel's copy of a send WQE.  Returns the completion status
+ * the WQE ends with if it is refused, or IB_WC_SUCCESS.
+ */
+static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
+					 const struct trdma_sqe *sqe)
+{
+	struct trdma_pd *pd = to_tpd(qp->ibqp.pd);
+	int access = 0;
+	u64 total = 0;
+	int i;
+
+	if (sqe->flags & ~TRDMA_WQE_FLAGS_ALL)
+		return IB_WC_LOC_QP_OP_ERR;
+
+	switch (sqe->opcode) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		break;
+	case IB_UVERBS_WR_RDMA_READ:
+		if (sqe->flags & TRDMA_WQE_INLINE)
+			return IB_WC_LOC_QP_OP_ERR;
+		access = IB_ACCESS_LOCAL_WRITE;
+		break;
+	default:
+		/* Atomics and the memory-window opcodes are not offered. */
+		return IB_WC_LOC_QP_OP_ERR;
+	}
+
+	if (sqe->flags & TRDMA_WQE_INLINE)
+		return sqe->inline_len <= qp->cap.max_inline_data ?
+			IB_WC_SUCCESS : IB_WC_LOC_LEN_ERR;
+
+	if (sqe->num_sge > qp->cap.max_send_sge)
+		return IB_WC_LOC_QP_OP_ERR;
+
+	for (i = 0; i < sqe->num_sge; i++) {
+		const struct trdma_sge *sge = &sqe->sge[i];
+		struct trdma_mr *mr;
+		int rv;
+
+		total += sge->length;
+		mr = trdma_mr_get(qp->tdev, sge->lkey);
+		if (!mr)
+			return IB_WC_LOC_PROT_ERR;
+		rv = trdma_mr_check(mr, pd, sge->addr, sge->length, access);
+		trdma_mr_put(mr);
+		if (rv)
+			return IB_WC_LOC_PROT_ERR;
+	}
+	if (total > TRDMA_MAX_MSG_SZ)
+		return IB_WC_LOC_LEN_ERR;
+	return IB_WC_SUCCESS;
+}
+
+/*
+ * Takes newly posted send WQEs in: each slot is copied once into the
+ * kernel's own queue and checked there.  A refused WQE moves the QP to ERR;
+ * its completion carries the reason and everything after it is flushed.
+ * Under qp->lock, with the QP in RTS.
+ */
+static void trdma_sq_intake(struct trdma_qp *qp)
+{
+	int n = trdma_ring_new(&qp->sq, qp->sq_retire, qp->sq_intake);
+	size_t size = 1UL << qp->sq.slot_shift;
+
+	lockdep_assert_held(&qp->lock);
+
+	if (n < 0) {
+		ibdev_dbg(qp->ibqp.device, "QP %u: corrupt SQ producer index\n",
+			  qp->ibqp.qp_num);
+		qp->corrupt = true;
+		trdma_qp_to_error(qp);
+		return;
+	}
+	for (; n > 0; n--) {
+		struct trdma_sqe *sqe = trdma_swq_slot(qp, qp->sq_intake);
+		enum ib_wc_status status;
+
+		memcpy(sqe, trdma_ring_slot(&qp->sq, qp->sq_intake), size);
+		status = trdma_sqe_check(qp, sqe);
+		qp->swq_status[qp->sq_intake & (qp->sq.num_slots - 1)] = status;
+		qp->sq_intake++;
+		if (status != IB_WC_SUCCESS) {
+			trdma_qp_to_error(qp);
+			return;
+		}
+	}
+}
+
+/* The send doorbell: look at the SQ ring again. */
+static void trdma_sq_kick(struct trdma_qp *qp)
+{
+	bool fatal = false;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	switch (qp->state) {
+	case IB_QPS_RTS:
+		trdma_sq_intake(qp);
+		fatal = qp->corrupt;
+		qp->corrupt = false;
+		break;
+	case IB_QPS_ERR:
+		trdma_sq_flush(qp);
+		break;
+	default:
+		/* Not postable yet; left in the ring for a later state. */
+		break;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+
+	if (fatal && qp->ibqp.event_handler) {
+		struct ib_event ev = {
+			.device = qp->ibqp.device,
+			.element.qp = &qp->ibqp,
+			.event = IB_EVENT_QP_FATAL,
+		};
+
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+	}
+}
+
+static int trdma_qp_check_cap(struct ib_qp_init_attr *init)
+{
+	struct ib_qp_cap *cap = &init->cap;
+
+	if (cap->max_send_wr > trdma_limits.max_qp_wr ||
+	    cap->max_send_sge > trdma_limits.max_sge ||
+	    cap->max_inline_data > trdma_limits.max_inline)
+		return -EINVAL;
+	if (!init->srq && (cap->max_recv_wr > trdma_limits.max_qp_wr ||
+			   cap->max_recv_sge > trdma_limits.max_sge))
+		return -EINVAL;
+	return 0;
+}
+
+int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		    struct ib_udata *udata)
+{
+	struct trdma_dev *tdev = to_tdev(ibqp->device);
+	struct trdma_ucontext *uctx = rdma_udata_to_drv_context(udata,
+				struct trdma_ucontext, ibucontext);
+	struct ib_ucontext *ibuctx = uctx ? &uctx->ibucontext : NULL;
+	struct trdma_create_qp_resp resp = {};
+	struct trdma_qp *qp = to_tqp(ibqp);
+	struct ib_qp_cap *cap = &init->cap;
+	u32 slots, shift, qpn, room;
+	int rv;
+
+	if (init->qp_type != IB_QPT_RC) {
+		/* Includes the GSI QP the MAD layer asks for: see docs. */
+		ibdev_dbg(ibqp->device, "QP type %d not supported\n",
+			  init->qp_type);
+		return -EOPNOTSUPP;
+	}
+	if (init->create_flags)
+		return -EOPNOTSUPP;
+	rv = trdma_qp_check_cap(init);
+	if (rv)
+		return rv;
+	if (udata && udata->outlen < sizeof(resp))
+		return -EINVAL;
+	if (!trdma_count_get(&tdev->counts.qp, trdma_limits.max_qp))
+		return -ENOMEM;
+
+	qp->tdev = tdev;
+	mutex_init(&qp->state_mutex);
+	spin_lock_init(&qp->lock);
+	qp->state = IB_QPS_RESET;
+	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	qp->is_user = !!udata;
+
+	/* Send queue: a slot holds the header and the SGEs or inline data. */
+	slots = roundup_pow_of_two(max(cap->max_send_wr, 1U));
+	room = max(cap->max_send_sge * (u32)sizeof(struct trdma_sge),
+		   cap->max_inline_data);
+	shift = order_base_2(max_t(u32, 64, sizeof(struct trdma_sqe) + room));
+	rv = trdma_ring_alloc(&qp->sq, ibuctx, slots, shift, &resp.sq_mmap_key);
+	if (rv)
+		goto err_count;
+	qp->swq = kvcalloc(slots, 1UL << shift, GFP_KERNEL);
+	qp->swq_status = kvcalloc(slots, sizeof(*qp->swq_status), GFP_KERNEL);
+	if (!qp->swq || !qp->swq_status) {
+		rv = -ENOMEM;
+		goto err_sq;
+	}
+	room = (1U << shift) - sizeof(struct trdma_sqe);
+	cap->max_send_wr = slots;
+	cap->max_send_sge = min_t(u32, room / sizeof(struct trdma_sge),
+				  trdma_limits.max_sge);
+	cap->max_inline_data = min(room, trdma_limits.max_inline);
+	resp.sq_slots = slots;
+	resp.sq_wqe_shift = shift;
+	resp.max_inline_data = cap->max_inline_data;
+
+	if (!init->srq) {
+		slots = roundup_pow_of_two(max(cap->max_recv_wr, 1U));
+		shift = order_base_2(max_t(u32, 32, sizeof(struct trdma_rqe) +
+					   cap->max_recv_sge *
+					   sizeof(struct trdma_sge)));
+		rv = trdma_ring_alloc(&qp->rq, ibuctx, slots, shift,
+				      &resp.rq_mmap_key);
+		if (rv)
+			goto err_sq;
+		room = (1U << shift) - sizeof(struct trdma_rqe);
+		cap->max_recv_wr = slots;
+		cap->max_recv_sge = min_t(u32, room / sizeof(struct trdma_sge),
+					  trdma_limits.max_sge);
+		resp.rq_slots = slots;
+		resp.rq_wqe_shift = shift;
+	} else {
+		cap->max_recv_wr = 0;
+		cap->max_recv_sge = 0;
+	}
+	qp->cap = *cap;
+
+	rv = xa_alloc_cyclic(&tdev->qp_xa, &qpn, NULL,
+			     XA_LIMIT(TRDMA_MIN_QPN, TRDMA_MAX_QPN),
+			     &tdev->qp_next, GFP_KERNEL);
+	if (rv < 0)
+		goto err_rq;
+	ibqp->qp_num = qpn;
+
+	if (udata) {
+		rv = ib_copy_to_udata(udata, &resp,
+				      min(udata->outlen, sizeof(resp)));
+		if (rv)
+			goto err_qpn;
+	}
+	xa_store(&tdev->qp_xa, qpn, qp, GFP_KERNEL);
+	return 0;
+
+err_qpn:
+	xa_erase(&tdev->qp_xa, qpn);
+err_rq:
+	trdma_ring_free(&qp->rq);
+err_sq:
+	kvfree(qp->swq_status);
+	kvfree(qp->swq);
+	trdma_ring_free(&qp->sq);
+err_count:
+	atomic_dec(&tdev->counts.qp);
+	return rv;
+}
+
+int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct trdma_qp *qp = to_tqp(ibqp);
+	unsigned long flags;
+
+	mutex_lock(&qp->state_mutex);
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state != IB_QPS_RESET)
+		trdma_qp_to_error(qp);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	mutex_unlock(&qp->state_mutex);
+
+	xa_erase(&qp->tdev->qp_xa, ibqp->qp_num);
+	rdma_destroy_ah_attr(&qp->attr.ah_attr);
+	trdma_ring_free(&qp->rq);
+	trdma_ring_free(&qp->sq);
+	kvfree(qp->swq_status);
+	kvfree(qp->swq);
+	atomic_dec(&qp->tdev->counts.qp);
+	return 0;
+}
+
+/* Checks the values of the attributes a modify_qp sets. */
+static int trdma_qp_check_attr(struct trdma_qp *qp, struct ib_qp_attr *attr,
+			       int mask)
+{
+	if (mask & (IB_QP_ALT_PATH | IB_QP_PATH_MIG_STATE | IB_QP_RATE_LIMIT))
+		return -EOPNOTSUPP;
+	if (mask & IB_QP_STATE &&
+	    (attr->qp_state == IB_QPS_SQD || attr->qp_state == IB_QPS_SQE))
+		return -EOPNOTSUPP;
+	if (mask & IB_QP_PORT && attr->port_num != 1)
+		return -EINVAL;
+	if (mask & IB_QP_PKEY_INDEX && attr->pkey_index >= TRDMA_PKEY_TBL_LEN)
+		return -EINVAL;
+	if (mask & IB_QP_ACCESS_FLAGS &&
+	    attr->qp_access_flags & ~(IB_ACCESS_REMOTE_WRITE |
+				      IB_ACCESS_REMOTE_READ |
+				      IB_ACCESS_REMOTE_ATOMIC))
+		return -EINVAL;
+	if (mask & IB_QP_AV &&
+	    !(rdma_ah_get_ah_flags(&attr->ah_attr) & IB_AH_GRH))
+		return -EINVAL;
+	if (mask & IB_QP_PATH_MTU &&
+	    (attr->path_mtu < IB_MTU_256 || attr->path_mtu > IB_MTU_4096))
+		return -EINVAL;
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC &&
+	    attr->max_rd_atomic > trdma_limits.max_qp_rd_atom)
+		return -EINVAL;
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC &&
+	    attr->max_dest_rd_atomic > trdma_limits.max_qp_rd_atom)
+		return -EINVAL;
+	if ((mask & IB_QP_RETRY_CNT && attr->retry_cnt > 7) ||
+	    (mask & IB_QP_RNR_RETRY && attr->rnr_retry > 7) ||
+	    (mask & IB_QP_MIN_RNR_TIMER && attr->min_rnr_timer > 31) ||
+	    (mask & IB_QP_TIMEOUT && attr->timeout > 31))
+		return -EINVAL;
+	if ((mask & IB_QP_SQ_PSN && attr->sq_psn > 0xffffff) ||
+	    (mask & IB_QP_RQ_PSN && attr->rq_psn > 0xffffff) ||
+	    (mask & IB_QP_DEST_QPN && attr->dest_qp_num > 0xffffff))
+		return -EINVAL;
+	return 0;
+}
+
+/* Copies the attributes a modify_qp sets into qp->attr. */
+static void trdma_qp_store_attr(struct trdma_qp *qp, struct ib_qp_attr *attr,
+				int mask)
+{
+	struct ib_qp_attr *a = &qp->attr;
+
+	if (mask & IB_QP_CUR_STATE)
+		a->cur_qp_state = attr->cur_qp_state;
+	if (mask & IB_QP_EN_SQD_ASYNC_NOTIFY)
+		a->en_sqd_async_notify = attr->en_sqd_async_notify;
+	if (mask & IB_QP_ACCESS_FLAGS)
+		a->qp_access_flags = attr->qp_access_flags;
+	if (mask & IB_QP_PKEY_INDEX)
+		a->pkey_index = attr->pkey_index;
+	if (mask & IB_QP_PORT)
+		a->port_num = attr->port_num;
+	if (mask & IB_QP_QKEY)
+		a->qkey = attr->qkey;
+	if (mask & IB_QP_AV)
+		rdma_replace_ah_attr(&a->ah_attr, &attr->ah_attr);
+	if (mask & IB_QP_PATH_MTU)
+		a->path_mtu = attr->path_mtu;
+	if (mask & IB_QP_TIMEOUT)
+		a->timeout = attr->timeout;
+	if (mask & IB_QP_RETRY_CNT)
+		a->retry_cnt = attr->retry_cnt;
+	if (mask & IB_QP_RNR_RETRY)
+		a->rnr_retry = attr->rnr_retry;
+	if (mask & IB_QP_RQ_PSN)
+		a->rq_psn = attr->rq_psn;
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
+		a->max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IB_QP_MIN_RNR_TIMER)
+		a->min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IB_QP_SQ_PSN)
+		a->sq_psn = attr->sq_psn;
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
+		a->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IB_QP_DEST_QPN)
+		a->dest_qp_num = attr->dest_qp_num;
+}
+
+/* RESET empties both queues without completions, as the IB spec has it. */
+static void trdma_qp_reset(struct trdma_qp *qp)
+{
+	qp->sq_intake = 0;
+	qp->sq_retire = 0;
+	WRITE_ONCE(qp->sq.ctrl->prod, 0);
+	WRITE_ONCE(qp->sq.ctrl->cons, 0);
+	qp->rq_cons = 0;
+	if (!qp->ibqp.srq) {
+		WRITE_ONCE(qp->rq.ctrl->prod, 0);
+		WRITE_ONCE(qp->rq.ctrl->cons, 0);
+	}
+	trdma_qp_set_kflags(qp, 0);
+}
+
+int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		    struct ib_udata *udata)
+{
+	struct trdma_qp *qp = to_tqp(ibqp);
+	enum ib_qp_state cur, next;
+	unsigned long flags;
+	int rv;
+
+	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
+		return -EOPNOTSUPP;
+
+	mutex_lock(&qp->state_mutex);
+	cur = mask & IB_QP_CUR_STATE ? attr->cur_qp_state : qp->state;
+	next = mask & IB_QP_STATE ? attr->qp_state : cur;
+	if (cur != qp->state ||
+	    !ib_modify_qp_is_ok(cur, next, IB_QPT_RC, mask)) {
+		rv = -EINVAL;
+		goto out;
+	}
+	rv = trdma_qp_check_attr(qp, attr, mask);
+	if (rv)
+		goto out;
+
+	trdma_qp_store_attr(qp, attr, mask);
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state != next) {
+		if (next == IB_QPS_ERR)
+			trdma_qp_to_error(qp);
+		else if (next == IB_QPS_RESET)
+			trdma_qp_reset(qp);
+		qp->state = next;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+
+	/* WQEs posted before RTS are taken in now. */
+	if (next == IB_QPS_RTS)
+		trdma_sq_kick(qp);
+out:
+	mutex_unlock(&qp->state_mutex);
+	return rv;
+}
+
+int trdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		   struct ib_qp_init_attr *init)
+{
+	struct trdma_qp *qp = to_tqp(ibqp);
+
+	mutex_lock(&qp->state_mutex);
+	*attr = qp->attr;
+	attr->qp_state = READ_ONCE(qp->state);
+	attr->cur_qp_state = attr->qp_state;
+	attr->cap = qp->cap;
+	attr->ah_attr.grh.sgid_attr = NULL;
+	mutex_unlock(&qp->state_mutex);
+
+	memset(init, 0, sizeof(*init));
+	init->qp_type = IB_QPT_RC;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = qp->cap;
+	init->sq_sig_type = qp->sq_sig_all ? IB_SIGNAL_ALL_WR :
+					     IB_SIGNAL_REQ_WR;
+	return 0;
+}
+
+/* Writes a kernel consumer's send WR into the SQ ring. */
+static int trdma_sqe_from_wr(struct trdma_qp *qp, struct trdma_sqe *sqe,
+			     const struct ib_send_wr *wr)
+{
+	size_t room = (1UL << qp->sq.slot_shift) - sizeof(*sqe);
+	int i;
+
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->wr_id = wr->wr_id;
+	sqe->opcode = wr->opcode;
+	if (wr->send_flags & IB_SEND_SIGNALED || qp->sq_sig_all)
+		sqe->flags |= TRDMA_WQE_SIGNALED;
+	if (wr->send_flags & IB_SEND_SOLICITED)
+		sqe->flags |= TRDMA_WQE_SOLICITED;
+	if (wr->send_flags & IB_SEND_FENCE)
+		sqe->flags |= TRDMA_WQE_FENCE;
+	if (wr->opcode == IB_WR_SEND_WITH_IMM ||
+	    wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
+		sqe->imm_data = (__force u32)wr->ex.imm_data;
+	if (wr->opcode == IB_WR_RDMA_WRITE ||
+	    wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
+	    wr->opcode == IB_WR_RDMA_READ) {
+		sqe->remote_addr = rdma_wr(wr)->remote_addr;
+		sqe->rkey = rdma_wr(wr)->rkey;
+	}
+
+	if (wr->send_flags & IB_SEND_INLINE) {
+		u8 *dst = (u8 *)sqe->sge;
+
+		sqe->flags |= TRDMA_WQE_INLINE;
+		for (i = 0; i < wr->num_sge; i++) {
+			u32 len = wr->sg_list[i].length;
+
+			if (sqe->inline_len + len > qp->cap.max_inline_data)
+				return -EINVAL;
+			memcpy(dst + sqe->inline_len,
+			       (void *)(uintptr_t)wr->sg_list[i].addr, len);
+			sqe->inline_len += len;
+		}
+		return 0;
+	}
+	if (wr->num_sge > qp->cap.max_send_sge ||
+	    wr->num_sge * sizeof(struct trdma_sge) > room)
+		return -EINVAL;
+	sqe->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++) {
+		sqe->sge[i].addr = wr->sg_list[i].addr;
+		sqe->sge[i].length = wr->sg_list[i].length;
+		sqe->sge[i].lkey = wr->sg_list[i].lkey;
+	}
+	return 0;
+}
+
+/*
+ * post_send.  For a user QP this is the doorbell the provider rings (the
+ * uverbs POST_SEND command with no WR): the WQEs are already in the ring.
+ * A kernel consumer's WRs are written into the ring here first.
+ */
+int trdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		    const struct ib_send_wr **bad_wr)
+{
+	struct trdma_qp *qp = to_tqp(ibqp);
+	unsigned long flags;
+	int rv = 0;
+
+	if (qp->is_user) {
+		if (wr) {
+			*bad_wr = wr;
+			return -EINVAL;
+		}
+		trdma_sq_kick(qp);
+		return 0;
+	}
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state < IB_QPS_RTS) {
+		spin_unlock_irqrestore(&qp->lock, flags);
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		u32 prod = qp->sq.ctrl->prod;
+
+		if (prod - qp->sq_retire >= qp->sq.num_slots) {
+			rv = -ENOMEM;
+			break;
+		}
+		rv = trdma_sqe_from_wr(qp, trdma_ring_slot(&qp->sq, prod), wr);
+		if (rv)
+			break;
+		/* Publish the WQE before the index; pairs with intake. */
+		smp_store_release(&qp->sq.ctrl->prod, prod + 1);
+	}
+	if (rv)
+		*bad_wr = wr;
+	spin_unlock_irqrestore(&qp->lock, flags);
+
+	trdma_sq_kick(qp);
+	return rv;
+}
+
+/* Writes a receive WR into an RQ or SRQ ring; the caller holds its lock. */
+int trdma_rqe_post(struct trdma_ring *r, u32 cons, u32 max_sge,
+		   const struct ib_recv_wr *wr)
+{
+	u32 prod = r->ctrl->prod;
+	struct trdma_rqe *rqe;
+	int i;
+
+	if (prod - cons >= r->num_slots)
+		return -ENOMEM;
+	if (wr->num_sge > max_sge)
+		return -EINVAL;
+	rqe = trdma_ring_slot(r, prod);
+	rqe->wr_id = wr->wr_id;
+	rqe->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++) {
+		rqe->sge[i].addr = wr->sg_list[i].addr;
+		rqe->sge[i].length = wr->sg_list[i].length;
+		rqe->sge[i].lkey = wr->sg_list[i].lkey;
+	}
+	/* Publish the WQE before the index; pairs with the consumer. */
+	smp_store_release(&r->ctrl->prod, prod + 1);
+	return 0;
+}
+
+/*
+ * post_recv.  For a user QP this is the receive doorbell, rung without WRs
+ * only while the QP is in ERR (TRDMA_RING_F_ERROR); a kernel consumer's WRs
+ * are written into the ring here.
+ */
+int trdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		    const struct ib_recv_wr **bad_wr)
+{
+	struct trdma_qp *qp = to_tqp(ibqp);
+	unsigned long flags;
+	int rv = 0;
+
+	if (ibqp->srq || (qp->is_user && wr)) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->is_user) {
+		if (qp->state == IB_QPS_ERR)
+			trdma_rq_flush(qp);
+	} else if (qp->state == IB_QPS_RESET) {
+		rv = -EINVAL;
+	} else {
+		for (; wr; wr = wr->next) {
+			rv = trdma_rqe_post(&qp->rq, qp->rq_cons,
+					    qp->cap.max_recv_sge, wr);
+			if (rv)
+				break;
+		}
+		if (qp->state == IB_QPS_ERR)
+			trdma_rq_flush(qp);
+	}
+	if (rv)
+		*bad_wr = wr;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return rv;
+}

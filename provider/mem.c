@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma provider: protection domains, memory regions and ring mappings.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "trdma.h"
+
+struct ibv_pd *trdma_alloc_pd(struct ibv_context *ibctx)
+{
+	struct ib_uverbs_alloc_pd_resp resp;
+	struct ibv_alloc_pd cmd;
+	struct ibv_pd *pd;
+	int ret;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+
+	memset(&cmd, 0, sizeof(cmd));
+	ret = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(pd);
+		errno = ret;
+		return NULL;
+	}
+	return pd;
+}
+
+int trdma_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_pd(pd);
+	if (ret)
+		return ret;
+	free(pd);
+	return 0;
+}
+
+/*
+ * Access flags in the optional range (IBV_ACCESS_OPTIONAL_RANGE) are hints
+ * a device may ignore.  libibverbs passes them on whenever the kernel
+ * reports IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS (every kernel trdma
+ * builds for), and trdma.ko accepts IBV_ACCESS_RELAXED_ORDERING but refuses
+ * any other flag with EOPNOTSUPP, so the others are dropped here.
+ */
+#define TRDMA_DROPPED_MR_ACCESS \
+	(IBV_ACCESS_OPTIONAL_RANGE & ~IBV_ACCESS_RELAXED_ORDERING)
+
+struct ibv_mr *trdma_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+			    uint64_t hca_va, int access)
+{
+	struct ib_uverbs_reg_mr_resp resp;
+	struct ibv_reg_mr cmd;
+	struct trdma_mr *mr;
+	int ret;
+
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return NULL;
+
+	memset(&cmd, 0, sizeof(cmd));
+	ret = ibv_cmd_reg_mr(pd, addr, length, hca_va,
+			     access & ~TRDMA_DROPPED_MR_ACCESS, &mr->vmr, &cmd,
+			     sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(mr);
+		errno = ret;
+		return NULL;
+	}
+	return &mr->vmr.ibv_mr;
+}
+
+int trdma_dereg_mr(struct verbs_mr *vmr)
+{
+	int ret;
+
+	ret = ibv_cmd_dereg_mr(vmr);
+	if (ret)
+		return ret;
+	free(to_tmr(vmr));
+	return 0;
+}
+
+/*
+ * Maps the ring a create response describes.  The length must be exactly
+ * that of the kernel's mmap entry (the kernel refuses any other), which is
+ * the control block plus the slots rounded up to pages.  Returns 0 or an
+ * errno value: EPROTO for an impossible geometry or key, else mmap()'s.
+ */
+int trdma_ring_mmap(struct ibv_context *ibctx, struct trdma_uring *r,
+		    uint64_t mmap_key, uint32_t num_slots,
+		    unsigned int slot_shift)
+{
+	size_t size = trdma_ring_map_size(num_slots, slot_shift,
+					  to_tctx(ibctx)->page_size);
+	off_t offset = (off_t)mmap_key;
+	void *map;
+
+	if (!size || offset < 0 || (uint64_t)offset != mmap_key)
+		return EPROTO;
+
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   ibctx->cmd_fd, offset);
+	if (map == MAP_FAILED)
+		return errno;
+
+	r->map = map;
+	r->map_size = size;
+	r->ctrl = map;
+	r->num_slots = num_slots;
+	r->slot_shift = slot_shift;
+	/* A new ring is zeroed by the kernel: both indices start at 0. */
+	r->idx = 0;
+	return 0;
+}
+
+void trdma_ring_munmap(struct trdma_uring *r)
+{
+	if (!r->map)
+		return;
+	munmap(r->map, r->map_size);
+	r->map = NULL;
+	r->ctrl = NULL;
+}

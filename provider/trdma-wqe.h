@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Encoding of work requests into ring slots, decoding of completions, and
+ * the checks of the queue geometry a create response describes.  Pure
+ * functions (provider/wqe.c) on public libibverbs types and the trdma ABI,
+ * shared by the provider and its host unit tests.
+ */
+#ifndef TRDMA_WQE_H
+#define TRDMA_WQE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/trdma-abi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What one SQ slot can take, from the QP's create response. */
+struct trdma_sq_caps {
+	uint32_t slot_size;	/* 1 << sq_wqe_shift */
+	uint32_t max_sge;	/* granted max_send_sge */
+	uint32_t max_inline;	/* granted max_inline_data */
+};
+
+/*
+ * Checks the send queue part of a CREATE_QP response and fills *caps:
+ * sq_slots a power of two, slots large enough for the trdma_sqe header
+ * plus granted_sge SGEs and for granted_inline bytes of inline data, and
+ * granted_sge representable in trdma_sqe.num_sge.  Returns 0 or EPROTO.
+ */
+int trdma_sq_caps_init(struct trdma_sq_caps *caps, uint32_t sq_slots,
+		       unsigned int sq_wqe_shift, uint32_t granted_sge,
+		       uint32_t granted_inline);
+
+/*
+ * The same for a receive ring (RQ or SRQ) holding granted_sge SGEs per
+ * trdma_rqe.  Returns 0 or EPROTO.
+ */
+int trdma_rq_geometry_check(uint32_t slots, unsigned int wqe_shift,
+			    uint32_t granted_sge);
+
+/*
+ * Writes the send WQE for wr into slot (caps->slot_size bytes):
+ * wr_id, opcode (an ibv_wr_opcode, numerically the ib_uverbs_wr_opcode),
+ * TRDMA_WQE_* flags (SIGNALED also when sig_all), imm_data as given (network
+ * order) or the rkey to invalidate, remote address and rkey of RDMA and
+ * atomic operations, the atomic operands, then either the SGEs or, with
+ * IBV_SEND_INLINE, the gathered payload.
+ *
+ * Returns 0, or EINVAL (slot contents then unspecified) for a WR the SQE
+ * cannot express: num_sge < 0 or above caps->max_sge, inline payload above
+ * caps->max_inline, IBV_SEND_INLINE on an opcode without outbound payload
+ * (RDMA read, atomics, local invalidate), or an opcode trdma_sqe has no
+ * encoding for (bind MW, TSO, driver opcodes, atomic write).  Opcodes the
+ * device does not offer yet but the SQE can express (atomics, local
+ * invalidate, send with invalidate) are encoded: the kernel refuses them
+ * with a completion error.
+ */
+int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
+		     const struct ibv_send_wr *wr, bool sig_all);
+
+/*
+ * Writes the receive WQE for wr into slot.  Returns 0, or EINVAL when
+ * wr->num_sge is negative or above max_sge.
+ */
+int trdma_rqe_encode(void *slot, uint32_t max_sge,
+		     const struct ibv_recv_wr *wr);
+
+/*
+ * Fills *wc from a completion copied out of the CQ ring.  The fields trdma
+ * has no use for (pkey_index, slid, sl, dlid_path_bits) are zero.
+ */
+void trdma_cqe_to_wc(const struct trdma_cqe *cqe, struct ibv_wc *wc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRDMA_WQE_H */

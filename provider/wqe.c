@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma provider: work request encoding, completion decoding and queue
+ * geometry checks.  Pure functions; see trdma-wqe.h.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "trdma-ring.h"
+#include "trdma-wqe.h"
+
+/* trdma_sqe.num_sge and trdma_rqe.num_sge are __u8. */
+#define TRDMA_MAX_WQE_SGE 255U
+
+int trdma_sq_caps_init(struct trdma_sq_caps *caps, uint32_t sq_slots,
+		       unsigned int sq_wqe_shift, uint32_t granted_sge,
+		       uint32_t granted_inline)
+{
+	uint32_t room;
+
+	if (!trdma_ring_geometry_ok(sq_slots, sq_wqe_shift,
+				    sizeof(struct trdma_sqe)))
+		return EPROTO;
+	room = (1U << sq_wqe_shift) - sizeof(struct trdma_sqe);
+	if (granted_sge > TRDMA_MAX_WQE_SGE ||
+	    granted_sge > room / sizeof(struct trdma_sge) ||
+	    granted_inline > room)
+		return EPROTO;
+
+	caps->slot_size = 1U << sq_wqe_shift;
+	caps->max_sge = granted_sge;
+	caps->max_inline = granted_inline;
+	return 0;
+}
+
+int trdma_rq_geometry_check(uint32_t slots, unsigned int wqe_shift,
+			    uint32_t granted_sge)
+{
+	uint32_t room;
+
+	if (!trdma_ring_geometry_ok(slots, wqe_shift,
+				    sizeof(struct trdma_rqe)))
+		return EPROTO;
+	room = (1U << wqe_shift) - sizeof(struct trdma_rqe);
+	if (granted_sge > TRDMA_MAX_WQE_SGE ||
+	    granted_sge > room / sizeof(struct trdma_sge))
+		return EPROTO;
+	return 0;
+}
+
+static void trdma_sge_set(struct trdma_sge *dst, const struct ibv_sge *src)
+{
+	dst->addr = src->addr;
+	dst->length = src->length;
+	dst->lkey = src->lkey;
+}
+
+/* Gathers the WR's buffers into the slot's payload area. */
+static int trdma_sqe_inline(struct trdma_sqe *sqe,
+			    const struct trdma_sq_caps *caps,
+			    const struct ibv_send_wr *wr)
+{
+	uint8_t *dst = (uint8_t *)sqe->sge;
+	uint32_t total = 0;
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		uint32_t len = wr->sg_list[i].length;
+
+		if (len > caps->max_inline - total)
+			return EINVAL;
+		if (len)
+			memcpy(dst + total,
+			       (const void *)(uintptr_t)wr->sg_list[i].addr,
+			       len);
+		total += len;
+	}
+	sqe->inline_len = total;
+	sqe->flags |= TRDMA_WQE_INLINE;
+	return 0;
+}
+
+int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
+		     const struct ibv_send_wr *wr, bool sig_all)
+{
+	struct trdma_sqe *sqe = slot;
+	bool inline_ok;
+	int i;
+
+	if (wr->num_sge < 0)
+		return EINVAL;
+
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->wr_id = wr->wr_id;
+	sqe->opcode = (uint8_t)wr->opcode;
+
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+		inline_ok = true;
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		sqe->imm_data = wr->imm_data;
+		inline_ok = true;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+		sqe->imm_data = wr->invalidate_rkey;
+		inline_ok = true;
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		sqe->imm_data = wr->imm_data;
+		/* fall through */
+	case IBV_WR_RDMA_WRITE:
+		sqe->remote_addr = wr->wr.rdma.remote_addr;
+		sqe->rkey = wr->wr.rdma.rkey;
+		inline_ok = true;
+		break;
+	case IBV_WR_RDMA_READ:
+		sqe->remote_addr = wr->wr.rdma.remote_addr;
+		sqe->rkey = wr->wr.rdma.rkey;
+		inline_ok = false;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		sqe->remote_addr = wr->wr.atomic.remote_addr;
+		sqe->rkey = wr->wr.atomic.rkey;
+		sqe->compare_add = wr->wr.atomic.compare_add;
+		sqe->swap = wr->wr.atomic.swap;
+		inline_ok = false;
+		break;
+	case IBV_WR_LOCAL_INV:
+		sqe->imm_data = wr->invalidate_rkey;
+		inline_ok = false;
+		break;
+	default:
+		/* BIND_MW, TSO, DRIVER1, ATOMIC_WRITE, unknown: no encoding. */
+		return EINVAL;
+	}
+
+	if (wr->send_flags & IBV_SEND_SIGNALED || sig_all)
+		sqe->flags |= TRDMA_WQE_SIGNALED;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		sqe->flags |= TRDMA_WQE_SOLICITED;
+	if (wr->send_flags & IBV_SEND_FENCE)
+		sqe->flags |= TRDMA_WQE_FENCE;
+
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		if (!inline_ok)
+			return EINVAL;
+		return trdma_sqe_inline(sqe, caps, wr);
+	}
+
+	if ((uint32_t)wr->num_sge > caps->max_sge)
+		return EINVAL;
+	sqe->num_sge = (uint8_t)wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		trdma_sge_set(&sqe->sge[i], &wr->sg_list[i]);
+	return 0;
+}
+
+int trdma_rqe_encode(void *slot, uint32_t max_sge,
+		     const struct ibv_recv_wr *wr)
+{
+	struct trdma_rqe *rqe = slot;
+	int i;
+
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
+		return EINVAL;
+
+	memset(rqe, 0, sizeof(*rqe));
+	rqe->wr_id = wr->wr_id;
+	rqe->num_sge = (uint8_t)wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		trdma_sge_set(&rqe->sge[i], &wr->sg_list[i]);
+	return 0;
+}
+
+void trdma_cqe_to_wc(const struct trdma_cqe *cqe, struct ibv_wc *wc)
+{
+	wc->wr_id = cqe->wr_id;
+	wc->status = (enum ibv_wc_status)cqe->status;
+	wc->opcode = (enum ibv_wc_opcode)cqe->opcode;
+	wc->vendor_err = cqe->vendor_err;
+	wc->byte_len = cqe->byte_len;
+	wc->imm_data = cqe->imm_data;	/* network order, or the rkey */
+	wc->qp_num = cqe->qp_num;
+	wc->src_qp = cqe->src_qp;
+	wc->wc_flags = cqe->wc_flags;
+	wc->pkey_index = 0;
+	wc->slid = 0;
+	wc->sl = 0;
+	wc->dlid_path_bits = 0;
+}

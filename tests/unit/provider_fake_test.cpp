@@ -1,0 +1,868 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The provider's verbs against a fake libibverbs and trdma.ko
+// (fake_verbs.c): ring mapping, posting, doorbells, polling, state
+// handling, SRQs, error paths and concurrent posting and polling.
+
+#include "fake_verbs.h"
+
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+class Provider : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		ctx_ = fk_open();
+		ASSERT_NE(ctx_, nullptr) << "errno " << errno;
+		pd_ = fk_alloc_pd(ctx_);
+		ASSERT_NE(pd_, nullptr);
+	}
+
+	void TearDown() override
+	{
+		for (auto it = qps_.rbegin(); it != qps_.rend(); ++it)
+			EXPECT_EQ(fk_destroy_qp(*it), 0);
+		for (ibv_srq *srq : srqs_)
+			EXPECT_EQ(fk_destroy_srq(srq), 0);
+		for (ibv_cq *cq : cqs_)
+			EXPECT_EQ(fk_destroy_cq(cq), 0);
+		if (pd_) {
+			EXPECT_EQ(fk_dealloc_pd(pd_), 0);
+		}
+		if (ctx_)
+			fk_close(ctx_);
+	}
+
+	ibv_cq *Cq(int cqe)
+	{
+		ibv_cq *cq = fk_create_cq(ctx_, cqe);
+
+		if (cq)
+			cqs_.push_back(cq);
+		return cq;
+	}
+
+	ibv_qp *Qp(ibv_cq *cq, std::uint32_t wr = 16, std::uint32_t sge = 2,
+		   std::uint32_t inl = 0, ibv_srq *srq = nullptr,
+		   bool sig_all = false, ibv_qp_init_attr *out = nullptr)
+	{
+		ibv_qp_init_attr a;
+
+		std::memset(&a, 0, sizeof(a));
+		a.send_cq = cq;
+		a.recv_cq = cq;
+		a.srq = srq;
+		a.qp_type = IBV_QPT_RC;
+		a.sq_sig_all = sig_all;
+		a.cap.max_send_wr = wr;
+		a.cap.max_recv_wr = srq ? 0 : wr;
+		a.cap.max_send_sge = sge;
+		a.cap.max_recv_sge = srq ? 0 : sge;
+		a.cap.max_inline_data = inl;
+		ibv_qp *qp = fk_create_qp(pd_, &a);
+		if (qp)
+			qps_.push_back(qp);
+		if (out)
+			*out = a;
+		return qp;
+	}
+
+	ibv_srq *Srq(std::uint32_t wr, std::uint32_t sge,
+		     ibv_srq_init_attr *out = nullptr)
+	{
+		ibv_srq_init_attr a;
+
+		std::memset(&a, 0, sizeof(a));
+		a.attr.max_wr = wr;
+		a.attr.max_sge = sge;
+		ibv_srq *srq = fk_create_srq(pd_, &a);
+		if (srq)
+			srqs_.push_back(srq);
+		if (out)
+			*out = a;
+		return srq;
+	}
+
+	int Modify(ibv_qp *qp, ibv_qp_state state)
+	{
+		ibv_qp_attr attr;
+
+		std::memset(&attr, 0, sizeof(attr));
+		attr.qp_state = state;
+		return fk_modify_qp(qp, &attr, IBV_QP_STATE);
+	}
+
+	void ToRts(ibv_qp *qp)
+	{
+		ASSERT_EQ(Modify(qp, IBV_QPS_INIT), 0);
+		ASSERT_EQ(Modify(qp, IBV_QPS_RTR), 0);
+		ASSERT_EQ(Modify(qp, IBV_QPS_RTS), 0);
+	}
+
+	void Forget(ibv_qp *qp)
+	{
+		for (auto it = qps_.begin(); it != qps_.end(); ++it)
+			if (*it == qp) {
+				qps_.erase(it);
+				return;
+			}
+	}
+
+	std::vector<ibv_wc> Drain(ibv_cq *cq)
+	{
+		std::vector<ibv_wc> out;
+		ibv_wc wc[7];
+		int n;
+
+		while ((n = fk_poll_cq(cq, 7, wc)) > 0)
+			out.insert(out.end(), wc, wc + n);
+		EXPECT_EQ(n, 0);
+		return out;
+	}
+
+	fk_stats Stats()
+	{
+		fk_stats s;
+
+		fk_get_stats(&s);
+		return s;
+	}
+
+	ibv_context *ctx_ = nullptr;
+	ibv_pd *pd_ = nullptr;
+	std::vector<ibv_cq *> cqs_;
+	std::vector<ibv_qp *> qps_;
+	std::vector<ibv_srq *> srqs_;
+	char buf_[4096] = {};
+};
+
+ibv_send_wr SendWr(std::uint64_t id, ibv_sge *sg, int n,
+		   ibv_wr_opcode op = IBV_WR_SEND,
+		   unsigned flags = IBV_SEND_SIGNALED)
+{
+	ibv_send_wr wr;
+
+	std::memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.opcode = op;
+	wr.sg_list = sg;
+	wr.num_sge = n;
+	wr.send_flags = flags;
+	return wr;
+}
+
+ibv_recv_wr RecvWr(std::uint64_t id, ibv_sge *sg, int n)
+{
+	ibv_recv_wr wr;
+
+	std::memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = sg;
+	wr.num_sge = n;
+	return wr;
+}
+
+TEST_F(Provider, ImplementsTheVerbsItShouldAndNoMore)
+{
+	for (const char *op :
+	     { "alloc_pd", "dealloc_pd", "reg_mr", "dereg_mr", "create_cq",
+	       "poll_cq", "req_notify_cq", "destroy_cq", "create_qp",
+	       "query_qp", "modify_qp", "destroy_qp", "post_send", "post_recv",
+	       "create_srq", "modify_srq", "query_srq", "destroy_srq",
+	       "post_srq_recv", "create_ah", "destroy_ah", "query_device_ex",
+	       "query_port", "free_context" })
+		EXPECT_TRUE(fk_op_is_set(op)) << op;
+	// Left to libibverbs' defaults: EOPNOTSUPP, or no-op hooks.
+	for (const char *op :
+	     { "create_cq_ex", "create_qp_ex", "create_srq_ex", "resize_cq",
+	       "cq_event", "async_event", "alloc_mw", "bind_mw", "rereg_mr" })
+		EXPECT_FALSE(fk_op_is_set(op)) << op;
+}
+
+TEST_F(Provider, RegMrPassesIovaAndDropsUnknownOptionalAccess)
+{
+	const int optional_unknown = IBV_ACCESS_RELAXED_ORDERING << 1;
+	ibv_mr *mr = fk_reg_mr(pd_, buf_, sizeof(buf_), 0x10000,
+			       IBV_ACCESS_LOCAL_WRITE |
+				       IBV_ACCESS_RELAXED_ORDERING |
+				       optional_unknown);
+
+	ASSERT_NE(mr, nullptr) << errno;
+	EXPECT_EQ(Stats().last_mr_access,
+		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+	EXPECT_EQ(Stats().last_mr_iova, 0x10000u);
+	EXPECT_NE(mr->lkey, 0u);
+	EXPECT_EQ(mr->rkey, mr->lkey);
+	EXPECT_EQ(fk_dereg_mr(mr), 0);
+
+	// Non-optional flags the kernel does not offer stay refused.
+	errno = 0;
+	EXPECT_EQ(fk_reg_mr(pd_, buf_, sizeof(buf_), 0, IBV_ACCESS_MW_BIND),
+		  nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+TEST_F(Provider, CreateCqMapsTheRing)
+{
+	ibv_cq *cq = Cq(16);
+	ibv_wc wc;
+
+	ASSERT_NE(cq, nullptr) << errno;
+	EXPECT_EQ(cq->cqe, 32);	// roundup_pow_of_two(16 + 1)
+	EXPECT_TRUE(fk_cq_mapped_ok(cq));
+	EXPECT_EQ(fk_poll_cq(cq, 1, &wc), 0);
+	EXPECT_EQ(fk_poll_cq(cq, 0, &wc), 0);
+	EXPECT_EQ(fk_poll_cq(cq, -1, &wc), 0);
+
+	errno = 0;
+	EXPECT_EQ(fk_create_cq(ctx_, 0), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+}
+
+TEST_F(Provider, CreateCqRefusesImpossibleResponses)
+{
+	fk_break_next_create(FK_BREAK_CQ_SLOTS);
+	errno = 0;
+	EXPECT_EQ(fk_create_cq(ctx_, 16), nullptr);
+	EXPECT_EQ(errno, EPROTO);
+	// The kernel's CQ was destroyed again.
+	EXPECT_EQ(Stats().destroyed, 1u);
+
+	fk_break_next_create(FK_BREAK_CQ_KEY);
+	errno = 0;
+	EXPECT_EQ(fk_create_cq(ctx_, 16), nullptr);
+	EXPECT_EQ(errno, EINVAL);	// from mmap()
+	EXPECT_EQ(Stats().destroyed, 2u);
+}
+
+TEST_F(Provider, ReqNotifyCqIsTheKernelCommand)
+{
+	ibv_cq *cq = Cq(4);
+
+	ASSERT_NE(cq, nullptr);
+	EXPECT_EQ(fk_req_notify_cq(cq, 1), 0);
+	EXPECT_EQ(Stats().notify_calls, 1u);
+	EXPECT_EQ(Stats().last_notify_solicited, 1);
+	EXPECT_EQ(fk_req_notify_cq(cq, 0), 0);
+	EXPECT_EQ(Stats().last_notify_solicited, 0);
+}
+
+TEST_F(Provider, OnlyRcQpsAndWithoutAskingTheKernel)
+{
+	ibv_cq *cq = Cq(4);
+
+	for (ibv_qp_type t : { IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_RAW_PACKET,
+			       IBV_QPT_XRC_SEND, IBV_QPT_DRIVER }) {
+		ibv_qp_init_attr a;
+
+		std::memset(&a, 0, sizeof(a));
+		a.send_cq = a.recv_cq = cq;
+		a.qp_type = t;
+		a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+		errno = 0;
+		EXPECT_EQ(fk_create_qp(pd_, &a), nullptr) << t;
+		EXPECT_EQ(errno, EOPNOTSUPP) << t;
+	}
+	EXPECT_EQ(Stats().bad_commands, 0u);
+}
+
+TEST_F(Provider, CreateQpReportsGrantedCapsAndMapsRings)
+{
+	ibv_cq *cq = Cq(64);
+	ibv_qp_init_attr a;
+	ibv_qp *qp = Qp(cq, 10, 2, 20, nullptr, false, &a);
+
+	ASSERT_NE(qp, nullptr) << errno;
+	// SQ: 48 + max(2 * 16, 20) -> 128-byte slots: 5 SGEs, 80 bytes.
+	EXPECT_EQ(a.cap.max_send_wr, 16u);
+	EXPECT_EQ(a.cap.max_send_sge, 5u);
+	EXPECT_EQ(a.cap.max_inline_data, 80u);
+	// RQ: 16 + 2 * 16 -> 64-byte slots: 3 SGEs.
+	EXPECT_EQ(a.cap.max_recv_wr, 16u);
+	EXPECT_EQ(a.cap.max_recv_sge, 3u);
+	EXPECT_TRUE(fk_qp_mapped_ok(qp));
+	EXPECT_EQ(qp->state, IBV_QPS_RESET);
+
+	ibv_qp_attr attr;
+	ibv_qp_init_attr init;
+	ASSERT_EQ(fk_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &init), 0);
+	EXPECT_EQ(attr.qp_state, IBV_QPS_RESET);
+	EXPECT_EQ(attr.cap.max_send_sge, 5u);
+	EXPECT_EQ(init.cap.max_inline_data, 80u);
+
+	// Asking for everything works (libibverbs' ibv_cmd_query_qp() alone
+	// refuses IBV_QP_RATE_LIMIT and up), and there is no rate limit.
+	ASSERT_EQ(fk_query_qp(qp, &attr, ~0, &init), 0);
+	EXPECT_EQ(attr.qp_state, IBV_QPS_RESET);
+	EXPECT_EQ(attr.rate_limit, 0u);
+}
+
+TEST_F(Provider, CreateQpRefusesImpossibleResponses)
+{
+	ibv_cq *cq = Cq(8);
+
+	fk_break_next_create(FK_BREAK_QP_SGE);
+	errno = 0;
+	EXPECT_EQ(Qp(cq), nullptr);
+	EXPECT_EQ(errno, EPROTO);
+	EXPECT_EQ(Stats().destroyed, 1u);
+
+	fk_break_next_create(FK_BREAK_QP_INLINE);
+	errno = 0;
+	EXPECT_EQ(Qp(cq), nullptr);
+	EXPECT_EQ(errno, EPROTO);
+	EXPECT_EQ(Stats().destroyed, 2u);
+}
+
+TEST_F(Provider, PostSendBeforeRtsIsEinval)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = Qp(cq);
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 8, 1 };
+	ibv_send_wr wr = SendWr(1, &sg, 1), *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr);
+	EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL);
+	EXPECT_EQ(bad, &wr);
+	ASSERT_EQ(Modify(qp, IBV_QPS_INIT), 0);
+	bad = nullptr;
+	EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL);
+	EXPECT_EQ(bad, &wr);
+	ASSERT_EQ(Modify(qp, IBV_QPS_RTR), 0);
+	bad = nullptr;
+	EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL);
+	EXPECT_EQ(bad, &wr);
+	EXPECT_EQ(fk_sq_prod(qp), 0u);
+	EXPECT_EQ(Stats().send_doorbells, 0u);
+}
+
+TEST_F(Provider, SendsCompleteThroughTheCqRing)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = Qp(cq);
+	ibv_sge sg[2] = { { reinterpret_cast<std::uintptr_t>(buf_), 10, 1 },
+			  { reinterpret_cast<std::uintptr_t>(buf_), 20, 1 } };
+	ibv_send_wr w[3] = { SendWr(11, sg, 2),
+			     SendWr(12, sg, 1, IBV_WR_RDMA_WRITE),
+			     SendWr(13, sg + 1, 1, IBV_WR_RDMA_READ) };
+	ibv_send_wr *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	w[0].next = &w[1];
+	w[1].next = &w[2];
+	ASSERT_EQ(fk_post_send(qp, w, &bad), 0);
+	// One doorbell for the whole list.
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+	EXPECT_EQ(fk_sq_prod(qp), 3u);
+	EXPECT_EQ(fk_sq_cons(qp), 3u);
+
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 3u);
+	EXPECT_EQ(wc[0].wr_id, 11u);
+	EXPECT_EQ(wc[0].opcode, IBV_WC_SEND);
+	EXPECT_EQ(wc[0].byte_len, 30u);
+	EXPECT_EQ(wc[1].wr_id, 12u);
+	EXPECT_EQ(wc[1].opcode, IBV_WC_RDMA_WRITE);
+	EXPECT_EQ(wc[2].wr_id, 13u);
+	EXPECT_EQ(wc[2].opcode, IBV_WC_RDMA_READ);
+	EXPECT_EQ(wc[2].byte_len, 20u);
+	for (const ibv_wc &c : wc) {
+		EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+		EXPECT_EQ(c.qp_num, qp->qp_num);
+	}
+}
+
+TEST_F(Provider, UnsignaledSendsCompleteSilentlyUnlessSigAll)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = Qp(cq);
+	ibv_qp *all = Qp(cq, 16, 2, 0, nullptr, true);
+	ibv_send_wr wr = SendWr(5, nullptr, 0, IBV_WR_SEND, 0), *bad;
+
+	ASSERT_NE(qp, nullptr);
+	ASSERT_NE(all, nullptr);
+	ToRts(qp);
+	ToRts(all);
+	ASSERT_EQ(fk_post_send(qp, &wr, &bad), 0);
+	EXPECT_EQ(fk_sq_cons(qp), 1u);
+	EXPECT_TRUE(Drain(cq).empty());
+	ASSERT_EQ(fk_post_send(all, &wr, &bad), 0);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].qp_num, all->qp_num);
+}
+
+TEST_F(Provider, InlineDataReachesTheKernel)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp_init_attr a;
+	ibv_qp *qp = Qp(cq, 4, 1, 64, nullptr, false, &a);
+	std::string p1 = "trdma ", p2 = "inline payload";
+	ibv_sge sg[2] = { { reinterpret_cast<std::uintptr_t>(p1.data()),
+			    static_cast<std::uint32_t>(p1.size()), 0 },
+			  { reinterpret_cast<std::uintptr_t>(p2.data()),
+			    static_cast<std::uint32_t>(p2.size()), 0 } };
+	ibv_send_wr wr = SendWr(1, sg, 2, IBV_WR_SEND,
+				IBV_SEND_INLINE | IBV_SEND_SIGNALED);
+	ibv_send_wr *bad = nullptr;
+	char seen[256];
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	ASSERT_EQ(fk_post_send(qp, &wr, &bad), 0);
+	std::size_t n = fk_last_inline(qp, seen, sizeof(seen));
+	EXPECT_EQ(std::string(seen, n), p1 + p2);
+	ASSERT_EQ(Drain(cq).size(), 1u);
+
+	// More than granted: refused by the provider, nothing posted.
+	std::vector<char> big(a.cap.max_inline_data + 1, 'x');
+	ibv_sge bsg = { reinterpret_cast<std::uintptr_t>(big.data()),
+			static_cast<std::uint32_t>(big.size()), 0 };
+	wr.sg_list = &bsg;
+	wr.num_sge = 1;
+	EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL);
+	EXPECT_EQ(bad, &wr);
+	EXPECT_EQ(fk_sq_prod(qp), 1u);
+}
+
+TEST_F(Provider, FullSendQueueIsEnomem)
+{
+	ibv_cq *cq = Cq(16);
+	ibv_qp *qp = Qp(cq, 4);
+	ibv_send_wr w[6], *bad;
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	for (int i = 0; i < 6; i++)
+		w[i] = SendWr(100 + i, nullptr, 0);
+	fk_stall_sq(true);
+	for (int i = 0; i < 3; i++) {
+		bad = nullptr;
+		ASSERT_EQ(fk_post_send(qp, &w[i], &bad), 0);
+	}
+	// One slot left: the first of a list of two goes in.
+	w[3].next = &w[4];
+	bad = nullptr;
+	EXPECT_EQ(fk_post_send(qp, &w[3], &bad), ENOMEM);
+	EXPECT_EQ(bad, &w[4]);
+	EXPECT_EQ(fk_sq_prod(qp), 4u);
+	bad = nullptr;
+	EXPECT_EQ(fk_post_send(qp, &w[5], &bad), ENOMEM);
+	EXPECT_EQ(bad, &w[5]);
+	EXPECT_TRUE(Drain(cq).empty());
+
+	fk_stall_sq(false);
+	EXPECT_EQ(Drain(cq).size(), 4u);
+	bad = nullptr;
+	EXPECT_EQ(fk_post_send(qp, &w[5], &bad), 0);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 105u);
+}
+
+TEST_F(Provider, RingsWrapManyTimes)
+{
+	ibv_cq *cq = Cq(3);	// 4 slots
+	ibv_qp *qp = Qp(cq, 2);	// 2 slots
+	std::uint64_t next = 0;
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	for (int i = 0; i < 5000; i++) {
+		ibv_send_wr w[2] = { SendWr(2 * i, nullptr, 0),
+				     SendWr(2 * i + 1, nullptr, 0) };
+		ibv_send_wr *bad = nullptr;
+		ibv_wc wc[4];
+
+		w[0].next = &w[1];
+		ASSERT_EQ(fk_post_send(qp, w, &bad), 0) << i;
+		ASSERT_EQ(fk_poll_cq(cq, 4, wc), 2) << i;
+		ASSERT_EQ(wc[0].wr_id, next++);
+		ASSERT_EQ(wc[1].wr_id, next++);
+	}
+	EXPECT_EQ(fk_sq_prod(qp), 10000u);
+	EXPECT_EQ(Stats().cq_overflows, 0u);
+	EXPECT_EQ(Stats().corrupt_rings, 0u);
+}
+
+TEST_F(Provider, PostListStopsAtTheFirstBadWr)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp_init_attr a;
+	ibv_qp *qp = Qp(cq, 8, 1, 0, nullptr, false, &a);
+	std::vector<ibv_sge> sg(a.cap.max_send_sge + 1,
+				ibv_sge{ reinterpret_cast<std::uintptr_t>(buf_),
+					 1, 1 });
+	ibv_send_wr w[3] = {
+		SendWr(1, sg.data(), 1),
+		SendWr(2, sg.data(), static_cast<int>(sg.size())),
+		SendWr(3, sg.data(), 1),
+	};
+	ibv_send_wr *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	w[0].next = &w[1];
+	w[1].next = &w[2];
+	EXPECT_EQ(fk_post_send(qp, w, &bad), EINVAL);
+	EXPECT_EQ(bad, &w[1]);
+	// The first one was posted, and the doorbell rung for it.
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 1u);
+
+	// Opcodes without an encoding.
+	ibv_send_wr mw = SendWr(4, nullptr, 0, IBV_WR_BIND_MW);
+	EXPECT_EQ(fk_post_send(qp, &mw, &bad), EINVAL);
+	EXPECT_EQ(bad, &mw);
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+}
+
+TEST_F(Provider, AtomicsReachTheKernelWhichRefusesThem)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = Qp(cq);
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 8, 1 };
+	ibv_send_wr wr = SendWr(7, &sg, 1, IBV_WR_ATOMIC_FETCH_AND_ADD);
+	ibv_send_wr next = SendWr(8, &sg, 1), *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	wr.wr.atomic.remote_addr = 0x1000;
+	wr.wr.atomic.rkey = 5;
+	wr.wr.atomic.compare_add = 1;
+	ASSERT_EQ(fk_post_send(qp, &wr, &bad), 0);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 7u);
+	EXPECT_EQ(wc[0].status, IBV_WC_LOC_QP_OP_ERR);
+	EXPECT_EQ(wc[0].opcode, IBV_WC_FETCH_ADD);
+
+	// The QP is in ERR now; later sends are flushed.
+	ibv_qp_attr attr;
+	ibv_qp_init_attr init;
+	ASSERT_EQ(fk_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
+	EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+	ASSERT_EQ(fk_post_send(qp, &next, &bad), 0);
+	wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 8u);
+	EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+}
+
+TEST_F(Provider, ReceivesNeedNoSystemCall)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp_init_attr a;
+	ibv_qp *qp = Qp(cq, 2, 1, 0, nullptr, false, &a);
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 256, 1 };
+	ibv_recv_wr r[3] = { RecvWr(21, &sg, 1), RecvWr(22, &sg, 1),
+			     RecvWr(23, &sg, 1) };
+	ibv_recv_wr *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr);
+	EXPECT_EQ(fk_post_recv(qp, &r[0], &bad), EINVAL);	// RESET
+	EXPECT_EQ(bad, &r[0]);
+	ASSERT_EQ(Modify(qp, IBV_QPS_INIT), 0);
+	r[0].next = &r[1];
+	ASSERT_EQ(fk_post_recv(qp, r, &bad), 0);
+	EXPECT_EQ(fk_rq_prod(qp), 2u);
+	// Full.
+	bad = nullptr;
+	EXPECT_EQ(fk_post_recv(qp, &r[2], &bad), ENOMEM);
+	EXPECT_EQ(bad, &r[2]);
+	EXPECT_EQ(Stats().recv_doorbells, 0u);
+	EXPECT_EQ(Stats().send_doorbells, 0u);
+
+	EXPECT_EQ(fk_deliver(qp, 100, true, htonl(0xabcd)), -EINVAL);
+	ASSERT_EQ(Modify(qp, IBV_QPS_RTR), 0);
+	ASSERT_EQ(fk_deliver(qp, 100, true, htonl(0xabcd)), 0);
+	ASSERT_EQ(fk_deliver(qp, 7, false, 0), 0);
+	EXPECT_EQ(fk_deliver(qp, 7, false, 0), -ENOENT);
+
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 2u);
+	EXPECT_EQ(wc[0].wr_id, 21u);
+	EXPECT_EQ(wc[0].opcode, IBV_WC_RECV);
+	EXPECT_EQ(wc[0].byte_len, 100u);
+	EXPECT_EQ(wc[0].wc_flags, static_cast<unsigned>(IBV_WC_WITH_IMM));
+	EXPECT_EQ(wc[0].imm_data, htonl(0xabcd));
+	EXPECT_EQ(wc[0].src_qp, 99u);
+	EXPECT_EQ(wc[1].wr_id, 22u);
+	EXPECT_EQ(wc[1].wc_flags, 0u);
+
+	// Slots came back: two more fit.
+	r[2].next = nullptr;
+	EXPECT_EQ(fk_post_recv(qp, &r[2], &bad), 0);
+	std::vector<ibv_sge> many(a.cap.max_recv_sge + 1, sg);
+	ibv_recv_wr toomany = RecvWr(24, many.data(),
+				     static_cast<int>(many.size()));
+	EXPECT_EQ(fk_post_recv(qp, &toomany, &bad), EINVAL);
+	EXPECT_EQ(bad, &toomany);
+	EXPECT_EQ(Stats().recv_doorbells, 0u);
+}
+
+TEST_F(Provider, ErrorStateFlushesReceivesThroughTheDoorbell)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = Qp(cq, 4, 1);
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 64, 1 };
+	ibv_recv_wr r[3] = { RecvWr(31, &sg, 1), RecvWr(32, &sg, 1),
+			     RecvWr(33, &sg, 1) };
+	ibv_recv_wr *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr);
+	ASSERT_EQ(Modify(qp, IBV_QPS_INIT), 0);
+	r[0].next = &r[1];
+	ASSERT_EQ(fk_post_recv(qp, r, &bad), 0);
+	ASSERT_EQ(Modify(qp, IBV_QPS_ERR), 0);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 2u);
+	EXPECT_EQ(wc[0].wr_id, 31u);
+	EXPECT_EQ(wc[1].wr_id, 32u);
+	for (const ibv_wc &c : wc) {
+		EXPECT_EQ(c.status, IBV_WC_WR_FLUSH_ERR);
+		EXPECT_EQ(c.opcode, IBV_WC_RECV);
+	}
+
+	// A receive posted in ERR: the provider sees TRDMA_RING_F_ERROR and
+	// rings the receive doorbell, the kernel flushes it.
+	ASSERT_EQ(fk_post_recv(qp, &r[2], &bad), 0);
+	EXPECT_EQ(Stats().recv_doorbells, 1u);
+	wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 33u);
+	EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+}
+
+TEST_F(Provider, ResetRestartsTheRings)
+{
+	ibv_cq *cq = Cq(16);
+	ibv_qp *qp = Qp(cq, 4, 1);
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 64, 1 };
+	ibv_send_wr s = SendWr(41, nullptr, 0), *sbad;
+	ibv_recv_wr r = RecvWr(42, &sg, 1), *rbad;
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(fk_post_send(qp, &s, &sbad), 0);
+	ASSERT_EQ(fk_post_recv(qp, &r, &rbad), 0);
+	ASSERT_EQ(Modify(qp, IBV_QPS_ERR), 0);
+	ASSERT_EQ(Modify(qp, IBV_QPS_RESET), 0);
+	EXPECT_EQ(fk_sq_prod(qp), 0u);
+	EXPECT_EQ(fk_rq_prod(qp), 0u);
+	Drain(cq);
+
+	ToRts(qp);
+	ASSERT_EQ(fk_post_send(qp, &s, &sbad), 0);
+	ASSERT_EQ(fk_post_recv(qp, &r, &rbad), 0);
+	// The provider restarted at index 0 with the kernel.
+	EXPECT_EQ(fk_sq_prod(qp), 1u);
+	EXPECT_EQ(fk_sq_cons(qp), 1u);
+	EXPECT_EQ(fk_rq_prod(qp), 1u);
+	EXPECT_EQ(Stats().corrupt_rings, 0u);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	ASSERT_EQ(fk_deliver(qp, 1, false, 0), 0);
+	wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 42u);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+}
+
+TEST_F(Provider, SharedReceiveQueue)
+{
+	ibv_srq_init_attr sa;
+	ibv_srq *srq = Srq(6, 2, &sa);
+	ibv_cq *cq = Cq(16);
+
+	ASSERT_NE(srq, nullptr) << errno;
+	EXPECT_EQ(sa.attr.max_wr, 8u);
+	EXPECT_EQ(sa.attr.max_sge, 3u);	// 64-byte slots
+	EXPECT_TRUE(fk_srq_mapped_ok(srq));
+
+	ibv_qp *qp = Qp(cq, 4, 1, 0, srq);
+	ASSERT_NE(qp, nullptr) << errno;
+	EXPECT_TRUE(fk_qp_mapped_ok(qp));
+
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 64, 1 };
+	ibv_recv_wr r = RecvWr(50, &sg, 1), *bad = nullptr;
+	EXPECT_EQ(fk_post_recv(qp, &r, &bad), EINVAL);
+	EXPECT_EQ(bad, &r);
+
+	std::vector<ibv_sge> many(4, sg);
+	ibv_recv_wr toomany = RecvWr(70, many.data(), 4);
+	EXPECT_EQ(fk_post_srq_recv(srq, &toomany, &bad), EINVAL);
+	EXPECT_EQ(bad, &toomany);
+	for (int i = 0; i < 8; i++) {
+		r.wr_id = 60 + i;
+		ASSERT_EQ(fk_post_srq_recv(srq, &r, &bad), 0) << i;
+	}
+	bad = nullptr;
+	EXPECT_EQ(fk_post_srq_recv(srq, &r, &bad), ENOMEM);
+	EXPECT_EQ(bad, &r);
+
+	ToRts(qp);
+	ASSERT_EQ(fk_deliver(qp, 10, false, 0), 0);
+	ASSERT_EQ(fk_deliver(qp, 70, false, 0), 0);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 2u);
+	EXPECT_EQ(wc[0].wr_id, 60u);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc[1].wr_id, 61u);
+	EXPECT_EQ(wc[1].status, IBV_WC_LOC_LEN_ERR);
+	EXPECT_EQ(Stats().recv_doorbells, 0u);
+
+	ibv_srq_attr attr = {};
+	attr.max_wr = 16;
+	EXPECT_EQ(fk_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EOPNOTSUPP);
+	attr.srq_limit = 2;
+	EXPECT_EQ(fk_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
+	ASSERT_EQ(fk_query_srq(srq, &attr), 0);
+	EXPECT_EQ(attr.max_wr, 8u);
+	EXPECT_EQ(attr.max_sge, 3u);
+
+	// In use by the QP: the kernel refuses, the SRQ stays usable.
+	EXPECT_EQ(fk_destroy_srq(srq), EBUSY);
+	r.wr_id = 80;
+	EXPECT_EQ(fk_post_srq_recv(srq, &r, &bad), 0);
+	EXPECT_EQ(fk_destroy_qp(qp), 0);
+	Forget(qp);
+}
+
+TEST_F(Provider, CreateSrqRefusesImpossibleResponses)
+{
+	fk_break_next_create(FK_BREAK_SRQ_SHIFT);
+	errno = 0;
+	EXPECT_EQ(Srq(4, 1), nullptr);
+	EXPECT_EQ(errno, EPROTO);
+	EXPECT_EQ(Stats().destroyed, 1u);
+}
+
+TEST_F(Provider, DestroyingABusyCqFailsAndKeepsIt)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = Qp(cq);
+	ibv_send_wr s = SendWr(1, nullptr, 0), *bad;
+
+	ASSERT_NE(qp, nullptr);
+	EXPECT_EQ(fk_destroy_cq(cq), EBUSY);
+	ToRts(qp);
+	ASSERT_EQ(fk_post_send(qp, &s, &bad), 0);
+	EXPECT_EQ(Drain(cq).size(), 1u);
+	EXPECT_TRUE(fk_cq_mapped_ok(cq));
+}
+
+TEST_F(Provider, AddressHandles)
+{
+	ibv_ah_attr a;
+
+	std::memset(&a, 0, sizeof(a));
+	a.is_global = 1;
+	a.port_num = 1;
+	ibv_ah *ah = fk_create_ah(pd_, &a);
+	ASSERT_NE(ah, nullptr);
+	EXPECT_EQ(fk_destroy_ah(ah), 0);
+	a.is_global = 0;
+	errno = 0;
+	EXPECT_EQ(fk_create_ah(pd_, &a), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+}
+
+// Several threads posting to one QP and several polling its CQ: every
+// WR completes exactly once, the rings never overflow or corrupt.
+TEST_F(Provider, ConcurrentPostersAndPollers)
+{
+	constexpr int kPosters = 4, kPollers = 2, kPerPoster = 20000;
+	ibv_cq *cq = Cq(1023);
+	ibv_qp *qp = Qp(cq, 64);
+	std::atomic<int> inflight{ 0 }, done{ 0 };
+	std::vector<std::atomic<int>> seen(kPosters * kPerPoster);
+	std::atomic<int> errors{ 0 };
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	const int limit = cq->cqe - 2 * kPosters;
+
+	std::vector<std::thread> threads;
+	for (int t = 0; t < kPosters; t++)
+		threads.emplace_back([&, t] {
+			for (int i = 0; i < kPerPoster;) {
+				if (inflight.fetch_add(1) >= limit) {
+					inflight.fetch_sub(1);
+					std::this_thread::yield();
+					continue;
+				}
+				ibv_send_wr wr = SendWr(
+					static_cast<std::uint64_t>(t) *
+							kPerPoster + i,
+					nullptr, 0);
+				ibv_send_wr *bad = nullptr;
+				int ret = fk_post_send(qp, &wr, &bad);
+
+				if (ret == ENOMEM) {
+					inflight.fetch_sub(1);
+					std::this_thread::yield();
+					continue;
+				}
+				if (ret)
+					errors++;
+				i++;
+			}
+		});
+	for (int t = 0; t < kPollers; t++)
+		threads.emplace_back([&] {
+			ibv_wc wc[16];
+
+			while (done.load() < kPosters * kPerPoster) {
+				int n = fk_poll_cq(cq, 16, wc);
+
+				if (n < 0) {
+					errors++;
+					return;
+				}
+				for (int k = 0; k < n; k++) {
+					if (wc[k].status != IBV_WC_SUCCESS ||
+					    wc[k].wr_id >= seen.size())
+						errors++;
+					else
+						seen[wc[k].wr_id]++;
+				}
+				inflight.fetch_sub(n);
+				done.fetch_add(n);
+				if (!n)
+					std::this_thread::yield();
+			}
+		});
+	for (std::thread &t : threads)
+		t.join();
+
+	EXPECT_EQ(errors.load(), 0);
+	int once = 0;
+	for (auto &s : seen)
+		once += s.load() == 1;
+	EXPECT_EQ(once, kPosters * kPerPoster);
+	EXPECT_EQ(Stats().cq_overflows, 0u);
+	EXPECT_EQ(Stats().corrupt_rings, 0u);
+	EXPECT_EQ(fk_sq_prod(qp),
+		  static_cast<std::uint32_t>(kPosters * kPerPoster));
+}
+
+} // namespace
