@@ -15,6 +15,7 @@
 #include <rdma/ib_verbs.h>
 
 #include <rdma/trdma-abi.h>
+#include <rdma/trdma-wire.h>
 
 #define TRDMA_NODE_DESC		"trdma"
 #define TRDMA_VENDOR_ID		0xffffff	/* no OUI: like rxe, unassigned */
@@ -126,6 +127,8 @@ struct trdma_pd {
 struct trdma_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;	/* NULL for the DMA MR (kernel addresses) */
+	struct page **pages;	/* of umem, in order */
+	u32 npages;
 	u64 iova;
 	u64 length;
 	int access;		/* IB_ACCESS_* */
@@ -190,6 +193,79 @@ struct trdma_ah {
 	struct rdma_ah_attr attr;
 };
 
+/* Largest segment payload a sender puts behind one trdma_bth. */
+#define TRDMA_MAX_SEG		(64 * 1024)
+/* Largest header of a segment: bth + reth + aeth + immdt. */
+#define TRDMA_MAX_HDR		64
+#define TRDMA_MAX_RD_ATOM	16
+#define TRDMA_MAX_SGE		32	/* ceiling of the max_sge parameter */
+
+/* Per send WQE state of the kernel's copy (indexed like swq). */
+struct trdma_swqe_info {
+	u8 status;		/* ib_wc_status of the intake check */
+	bool sent;		/* every byte (or the READ request) is out */
+	bool done;		/* acknowledged, or READ response placed */
+	bool msn_set;		/* msn assigned: transmission started */
+	u32 msn;		/* request MSN on the wire */
+	u32 len;		/* message length */
+	u32 rcvd;		/* READ: response bytes placed */
+};
+
+/* A READ request the responder is answering. */
+struct trdma_rd_resp {
+	u32 msn;
+	u32 rkey;
+	u64 va;
+	u32 len;
+	u32 sent;
+};
+
+/*
+ * The segment the transmitter has on the wire: a header, then payload
+ * bytes taken from a send WQE, a READ response or nothing.
+ */
+struct trdma_tx_seg {
+	u8 hdr[TRDMA_MAX_HDR];
+	u32 hdr_len;
+	u32 hdr_sent;
+	u32 len;		/* payload bytes */
+	u32 sent;
+	u32 msg_off;		/* offset of the payload in its message */
+	enum { TRDMA_SEG_NONE, TRDMA_SEG_WQE, TRDMA_SEG_RDRESP,
+	       TRDMA_SEG_CTRL } kind;
+	u32 wqe;		/* SEG_WQE: swq index */
+	bool last;		/* last segment of its message */
+};
+
+/* Receive side state; only the socket's receive path touches it. */
+struct trdma_rx_state {
+	u8 hdr[TRDMA_MAX_HDR];
+	u32 hdr_got;
+	u32 hdr_len;
+	struct trdma_bth bth;	/* host order copy of the current header */
+	u32 left;		/* payload bytes of this segment to come */
+	/* The inbound request (SEND or WRITE) in progress. */
+	bool req_active;
+	bool req_is_send;
+	u32 req_msn;
+	u32 req_placed;
+	u32 req_len;		/* WRITE: dma_len from the RETH */
+	u64 req_va;
+	u32 req_rkey;
+	bool req_has_rqe;
+	u64 rqe_wr_id;
+	u32 rqe_num_sge;
+	struct trdma_sge rqe_sge[TRDMA_MAX_SGE];
+	u32 imm;
+	bool has_imm;
+	/* Discarding requests until the peer resends this MSN (RNR). */
+	bool rnr_wait;
+	u32 rnr_msn;
+	bool discard;		/* skip the current segment's payload */
+	u32 expected_msn;	/* next request MSN from the peer */
+	bool dead;		/* stream refused: read no more */
+};
+
 /*
  * A reliable-connected QP.
  *
@@ -218,12 +294,57 @@ struct trdma_qp {
 
 	struct trdma_ring sq;
 	void *swq;			/* kernel copies, same slot layout */
-	u8 *swq_status;			/* ib_wc_status of each check */
 	u32 sq_intake;
 	u32 sq_retire;
 
 	struct trdma_ring rq;		/* unused with an SRQ */
 	u32 rq_cons;
+
+	/* Lifetime: one reference for the verbs object, one per user. */
+	refcount_t ref;
+	struct completion freed;
+
+	/* Connection (trdma_cm.c); sock is set under lock. */
+	struct socket *sock;
+	struct socket *connecting;	/* active connect in progress */
+	struct work_struct connect_work;
+	struct work_struct fatal_work;
+	u8 peer_rd_atomic;		/* peer's max_dest_rd_atomic */
+	void (*saved_data_ready)(struct sock *sk);
+	void (*saved_write_space)(struct sock *sk);
+	void (*saved_state_change)(struct sock *sk);
+
+	/* Transmit (trdma_tx.c), under tx_mutex unless noted. */
+	struct mutex tx_mutex;		/* see above */
+	struct work_struct tx_work;
+	struct trdma_swqe_info *swi;	/* indexed like swq; under lock */
+	u32 sq_tx;			/* next WQE to transmit; under lock */
+	u32 tx_msn;			/* MSN of the next request */
+	u32 tx_wqe_off;			/* bytes of WQE sq_tx already out */
+	u32 rd_outstanding;		/* READs sent, response not complete */
+	struct trdma_tx_seg seg;
+	/* Responder work queued by the receive path; under lock. */
+	bool ack_pending;
+	bool close_after_nak;		/* a NAK goes out, then we close */
+	u8 ack_syndrome;
+	u32 ack_msn;
+	/*
+	 * One slot more than the READs a peer may have outstanding: over
+	 * loopback the next request can arrive while the last response is
+	 * still being handed to TCP.
+	 */
+	struct trdma_rd_resp rd_resp[TRDMA_MAX_RD_ATOM + 1];
+	u32 rd_head;			/* next READ response to send */
+	u32 rd_tail;			/* next free rd_resp slot */
+
+	/* RNR retries of the requester; under lock. */
+	u8 rnr_left;			/* retries left, 7: unlimited */
+	bool rnr_rewind;		/* resend from rnr_msn on */
+	u32 rnr_msn;
+	unsigned long rnr_until;	/* no request before (jiffies) */
+	struct delayed_work rnr_work;
+
+	struct trdma_rx_state rx;
 };
 
 static inline struct trdma_pd *to_tpd(struct ib_pd *ibpd)
@@ -296,5 +417,40 @@ int trdma_cq_post(struct trdma_cq *cq, const struct trdma_cqe *cqe,
 
 /* trdma_qp.c */
 void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event);
+void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
+		    bool close);
+void trdma_qp_put(struct trdma_qp *qp);
+struct trdma_qp *trdma_qp_get(struct trdma_dev *tdev, u32 qpn);
+void trdma_complete(struct trdma_qp *qp, struct ib_cq *ibcq, u64 wr_id,
+		    enum ib_wc_opcode opcode, enum ib_wc_status status);
+void trdma_sq_retire(struct trdma_qp *qp);
+void *trdma_swq_slot(struct trdma_qp *qp, u32 idx);
+enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
+
+/* trdma_mem.c */
+struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off);
+
+/* trdma_cm.c */
+int trdma_cm_init(void);
+void trdma_cm_exit(void);
+void trdma_cm_qp_rtr(struct trdma_qp *qp);
+void trdma_cm_qp_destroy(struct trdma_qp *qp);
+void trdma_cm_detach(struct trdma_qp *qp);
+void trdma_cm_connect_work(struct work_struct *work);
+
+/* trdma_main.c */
+struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
+
+/* trdma_tx.c */
+u32 trdma_hdr_len(u8 opcode);
+void trdma_tx_kick(struct trdma_qp *qp);
+void trdma_tx_rnr_work(struct work_struct *work);
+void trdma_tx_work(struct work_struct *work);
+
+/* trdma_rx.c */
+void trdma_rx_data_ready(struct sock *sk);
+void trdma_rx_pump(struct trdma_qp *qp);
+
+extern struct workqueue_struct *trdma_wq;
 
 #endif /* _TRDMA_H */

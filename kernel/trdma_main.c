@@ -11,6 +11,7 @@
 #include <linux/mutex.h>
 #include <linux/rtnetlink.h>
 #include <net/addrconf.h>
+#include <rdma/ib_cache.h>
 #include <rdma/rdma_netlink.h>
 
 #include "trdma.h"
@@ -42,7 +43,7 @@ MODULE_PARM_DESC(max_qp, "QPs per device (default 16384)");
 module_param_named(max_qp_wr, trdma_limits.max_qp_wr, uint, 0444);
 MODULE_PARM_DESC(max_qp_wr, "Work requests per queue (default 16384)");
 module_param_named(max_sge, trdma_limits.max_sge, uint, 0444);
-MODULE_PARM_DESC(max_sge, "SGEs per work request (default 16, at most 255)");
+MODULE_PARM_DESC(max_sge, "SGEs per work request (default 16, at most 32)");
 module_param_named(max_inline, trdma_limits.max_inline, uint, 0444);
 MODULE_PARM_DESC(max_inline, "Inline bytes per send (default 256)");
 module_param_named(max_cq, trdma_limits.max_cq, uint, 0444);
@@ -67,7 +68,7 @@ static void trdma_limits_clamp(void)
 
 	l->max_qp = clamp(l->max_qp, 1U, TRDMA_MAX_QPN - TRDMA_MIN_QPN + 1);
 	l->max_qp_wr = clamp(l->max_qp_wr, 1U, 1U << 20);
-	l->max_sge = clamp(l->max_sge, 1U, 255U);
+	l->max_sge = clamp(l->max_sge, 1U, TRDMA_MAX_SGE);
 	l->max_inline = min(l->max_inline, 4096U);
 	l->max_cq = max(l->max_cq, 1U);
 	l->max_cqe = clamp(l->max_cqe, 1U, (1U << 22) - 1);
@@ -99,6 +100,33 @@ static struct trdma_dev *trdma_find_dev_locked(struct net_device *ndev)
 		if (tdev->netdev == ndev && !tdev->netdev_gone)
 			return tdev;
 	return NULL;
+}
+
+/*
+ * The registered trdma device that has gid in its GID table, with a
+ * reference (ib_device_put), or NULL.
+ */
+struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid)
+{
+	const struct ib_gid_attr *attr;
+	struct trdma_dev *tdev, *found = NULL;
+
+	mutex_lock(&trdma_dev_lock);
+	list_for_each_entry(tdev, &trdma_dev_list, list) {
+		if (tdev->netdev_gone || !ib_device_try_get(&tdev->ibdev))
+			continue;
+		attr = rdma_find_gid_by_port(&tdev->ibdev, gid,
+					     IB_GID_TYPE_ROCE_UDP_ENCAP, 1,
+					     NULL);
+		if (!IS_ERR(attr)) {
+			rdma_put_gid_attr(attr);
+			found = tdev;
+			break;
+		}
+		ib_device_put(&tdev->ibdev);
+	}
+	mutex_unlock(&trdma_dev_lock);
+	return found;
 }
 
 static ssize_t hca_type_show(struct device *device,
@@ -377,9 +405,14 @@ static int __init trdma_init(void)
 	int rv;
 
 	trdma_limits_clamp();
-	rv = register_netdevice_notifier(&trdma_netdev_nb);
+	rv = trdma_cm_init();
 	if (rv)
 		return rv;
+	rv = register_netdevice_notifier(&trdma_netdev_nb);
+	if (rv) {
+		trdma_cm_exit();
+		return rv;
+	}
 
 	rdma_link_register(&trdma_link_ops);
 	pr_info("trdma: loaded, ABI %u\n", TRDMA_ABI_VERSION);
@@ -391,6 +424,7 @@ static void __exit trdma_exit(void)
 	rdma_link_unregister(&trdma_link_ops);
 	trdma_remove_all();
 	unregister_netdevice_notifier(&trdma_netdev_nb);
+	trdma_cm_exit();
 	pr_info("trdma: unloaded\n");
 }
 

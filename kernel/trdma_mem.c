@@ -222,10 +222,47 @@ static void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr)
 	xa_erase(&tdev->mr_xa, mr->ibmr.lkey >> TRDMA_KEY_BITS);
 	trdma_mr_put(mr);
 	wait_for_completion(&mr->released);
+	kvfree(mr->pages);
 	if (mr->umem)
 		ib_umem_release(mr->umem);
 	atomic_dec(&tdev->counts.mr);
 	kfree_rcu(mr, rcu);
+}
+
+/* Collects the pinned pages of a user MR, so placement finds them in O(1). */
+static int trdma_mr_map_pages(struct trdma_mr *mr)
+{
+	struct sg_page_iter it;
+	u32 i = 0;
+
+	mr->npages = ib_umem_num_pages(mr->umem);
+	mr->pages = kvmalloc_array(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
+	if (!mr->pages)
+		return -ENOMEM;
+	for_each_sgtable_page(&mr->umem->sgt_append.sgt, &it, 0) {
+		if (i == mr->npages)
+			break;
+		mr->pages[i++] = sg_page_iter_page(&it);
+	}
+	return i == mr->npages ? 0 : -EFAULT;
+}
+
+/*
+ * The page holding address va of the MR and va's offset in it.  The caller
+ * has checked that va is inside the MR.  For the DMA MR, va is a kernel
+ * address in the linear map.
+ */
+struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off)
+{
+	u64 pos;
+
+	if (!mr->umem) {
+		*pg_off = offset_in_page(va);
+		return virt_to_page((void *)(uintptr_t)va);
+	}
+	pos = ib_umem_offset(mr->umem) + (va - mr->iova);
+	*pg_off = pos & ~PAGE_MASK;
+	return mr->pages[pos >> PAGE_SHIFT];
 }
 
 struct ib_mr *trdma_get_dma_mr(struct ib_pd *ibpd, int access)
@@ -249,6 +286,7 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	struct trdma_dev *tdev = to_tdev(ibpd->device);
 	struct ib_umem *umem;
 	struct trdma_mr *mr;
+	int rv;
 
 	/* Unknown optional access bits are hints that may be ignored. */
 	if (access & ~(TRDMA_MR_ACCESS | IB_ACCESS_OPTIONAL))
@@ -268,6 +306,11 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		return ERR_CAST(umem);
 	}
 	mr->umem = umem;
+	rv = trdma_mr_map_pages(mr);
+	if (rv) {
+		trdma_mr_free(tdev, mr);
+		return ERR_PTR(rv);
+	}
 	trdma_mr_publish(tdev, mr);
 	return &mr->ibmr;
 }

@@ -17,18 +17,18 @@
 #define TRDMA_WQE_FLAGS_ALL (TRDMA_WQE_SIGNALED | TRDMA_WQE_SOLICITED | \
 			     TRDMA_WQE_INLINE | TRDMA_WQE_FENCE)
 
-static void *trdma_swq_slot(struct trdma_qp *qp, u32 idx)
+void *trdma_swq_slot(struct trdma_qp *qp, u32 idx)
 {
 	return qp->swq + ((size_t)(idx & (qp->sq.num_slots - 1)) <<
 			  qp->sq.slot_shift);
 }
 
-static u8 trdma_swqe_status(struct trdma_qp *qp, u32 idx)
+static struct trdma_swqe_info *trdma_swi(struct trdma_qp *qp, u32 idx)
 {
-	return qp->swq_status[idx & (qp->sq.num_slots - 1)];
+	return &qp->swi[idx & (qp->sq.num_slots - 1)];
 }
 
-static enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
+enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
 {
 	switch (wr_opcode) {
 	case IB_UVERBS_WR_RDMA_WRITE:
@@ -45,9 +45,8 @@ static enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
 	}
 }
 
-static void trdma_complete(struct trdma_qp *qp, struct ib_cq *ibcq,
-			   u64 wr_id, enum ib_wc_opcode opcode,
-			   enum ib_wc_status status)
+void trdma_complete(struct trdma_qp *qp, struct ib_cq *ibcq, u64 wr_id,
+		    enum ib_wc_opcode opcode, enum ib_wc_status status)
 {
 	struct trdma_cqe cqe = {
 		.wr_id = wr_id,
@@ -86,7 +85,7 @@ static void trdma_sq_flush(struct trdma_qp *qp)
 	lockdep_assert_held(&qp->lock);
 
 	for (; qp->sq_retire != qp->sq_intake; qp->sq_retire++) {
-		u8 status = trdma_swqe_status(qp, qp->sq_retire);
+		u8 status = trdma_swi(qp, qp->sq_retire)->status;
 
 		sqe = trdma_swq_slot(qp, qp->sq_retire);
 		trdma_complete(qp, qp->ibqp.send_cq, sqe->wr_id,
@@ -105,8 +104,36 @@ static void trdma_sq_flush(struct trdma_qp *qp)
 		trdma_complete(qp, qp->ibqp.send_cq, wr_id,
 			       trdma_wc_opcode(opcode), IB_WC_WR_FLUSH_ERR);
 	}
+	qp->sq_tx = qp->sq_retire;
 	/* Done with the slots before the producer may reuse them. */
 	smp_store_release(&qp->sq.ctrl->cons, qp->sq_retire);
+}
+
+/*
+ * Retires finished send WQEs in order: a signaled one (or, with
+ * sq_sig_all, every one) completes successfully.  Under qp->lock.
+ */
+void trdma_sq_retire(struct trdma_qp *qp)
+{
+	bool moved = false;
+
+	lockdep_assert_held(&qp->lock);
+	while (qp->sq_retire != qp->sq_tx) {
+		struct trdma_swqe_info *swi = trdma_swi(qp, qp->sq_retire);
+		struct trdma_sqe *sqe = trdma_swq_slot(qp, qp->sq_retire);
+
+		if (!swi->done)
+			break;
+		if (sqe->flags & TRDMA_WQE_SIGNALED || qp->sq_sig_all)
+			trdma_complete(qp, qp->ibqp.send_cq, sqe->wr_id,
+				       trdma_wc_opcode(sqe->opcode),
+				       IB_WC_SUCCESS);
+		qp->sq_retire++;
+		moved = true;
+	}
+	if (moved)
+		/* Done with the slots before the producer may reuse them. */
+		smp_store_release(&qp->sq.ctrl->cons, qp->sq_retire);
 }
 
 static void trdma_rq_flush(struct trdma_qp *qp)
@@ -147,12 +174,30 @@ static void trdma_qp_to_error(struct trdma_qp *qp)
 	trdma_rq_flush(qp);
 }
 
+struct trdma_qp *trdma_qp_get(struct trdma_dev *tdev, u32 qpn)
+{
+	struct trdma_qp *qp;
+
+	xa_lock(&tdev->qp_xa);
+	qp = xa_load(&tdev->qp_xa, qpn);
+	if (qp && !refcount_inc_not_zero(&qp->ref))
+		qp = NULL;
+	xa_unlock(&tdev->qp_xa);
+	return qp;
+}
+
+void trdma_qp_put(struct trdma_qp *qp)
+{
+	if (refcount_dec_and_test(&qp->ref))
+		complete(&qp->freed);
+}
+
 /*
- * A failure the QP cannot continue from (corrupt ring, and later a broken
- * connection or a malformed peer): ERR with everything flushed, and the
- * affiliated async event.
+ * Moves the QP to ERR with everything flushed and raises the affiliated
+ * async event, once; with close, the connection is closed too.  Any context.
  */
-void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event)
+void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
+		    bool close)
 {
 	struct ib_event ev = {
 		.device = qp->ibqp.device,
@@ -167,8 +212,34 @@ void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event)
 	trdma_qp_to_error(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
 
-	if (!was_err && qp->ibqp.event_handler)
+	if (was_err)
+		return;
+	/* The connection is closed in process context. */
+	if (close) {
+		refcount_inc(&qp->ref);
+		if (!queue_work(trdma_wq, &qp->fatal_work))
+			trdma_qp_put(qp);
+	}
+	if (qp->ibqp.event_handler)
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+}
+
+/*
+ * A failure the QP cannot continue from (corrupt ring, broken connection,
+ * malformed peer): ERR with everything flushed, the affiliated async event,
+ * and the connection closed.
+ */
+void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event)
+{
+	trdma_qp_error(qp, event, true);
+}
+
+static void trdma_qp_fatal_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(work, struct trdma_qp, fatal_work);
+
+	trdma_cm_detach(qp);
+	trdma_qp_put(qp);
 }
 
 /*
@@ -176,7 +247,7 @@ void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event)
  * the WQE ends with if it is refused, or IB_WC_SUCCESS.
  */
 static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
-					 const struct trdma_sqe *sqe)
+					 const struct trdma_sqe *sqe, u32 *len)
 {
 	struct trdma_pd *pd = to_tpd(qp->ibqp.pd);
 	int access = 0;
@@ -202,9 +273,11 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 		return IB_WC_LOC_QP_OP_ERR;
 	}
 
-	if (sqe->flags & TRDMA_WQE_INLINE)
+	if (sqe->flags & TRDMA_WQE_INLINE) {
+		*len = sqe->inline_len;
 		return sqe->inline_len <= qp->cap.max_inline_data ?
 			IB_WC_SUCCESS : IB_WC_LOC_LEN_ERR;
+	}
 
 	if (sqe->num_sge > qp->cap.max_send_sge)
 		return IB_WC_LOC_QP_OP_ERR;
@@ -225,6 +298,7 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 	}
 	if (total > TRDMA_MAX_MSG_SZ)
 		return IB_WC_LOC_LEN_ERR;
+	*len = total;
 	return IB_WC_SUCCESS;
 }
 
@@ -252,9 +326,12 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 		struct trdma_sqe *sqe = trdma_swq_slot(qp, qp->sq_intake);
 		enum ib_wc_status status;
 
+		struct trdma_swqe_info *swi = trdma_swi(qp, qp->sq_intake);
+
 		memcpy(sqe, trdma_ring_slot(&qp->sq, qp->sq_intake), size);
-		status = trdma_sqe_check(qp, sqe);
-		qp->swq_status[qp->sq_intake & (qp->sq.num_slots - 1)] = status;
+		memset(swi, 0, sizeof(*swi));
+		status = trdma_sqe_check(qp, sqe, &swi->len);
+		swi->status = status;
 		qp->sq_intake++;
 		if (status != IB_WC_SUCCESS) {
 			trdma_qp_to_error(qp);
@@ -266,7 +343,7 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 /* The send doorbell: look at the SQ ring again. */
 static void trdma_sq_kick(struct trdma_qp *qp)
 {
-	bool fatal = false;
+	bool fatal = false, kick = false;
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
@@ -275,6 +352,7 @@ static void trdma_sq_kick(struct trdma_qp *qp)
 		trdma_sq_intake(qp);
 		fatal = qp->corrupt;
 		qp->corrupt = false;
+		kick = qp->sq_tx != qp->sq_intake;
 		break;
 	case IB_QPS_ERR:
 		trdma_sq_flush(qp);
@@ -285,6 +363,8 @@ static void trdma_sq_kick(struct trdma_qp *qp)
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 
+	if (kick)
+		trdma_tx_kick(qp);
 	if (fatal && qp->ibqp.event_handler) {
 		struct ib_event ev = {
 			.device = qp->ibqp.device,
@@ -342,6 +422,13 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->tdev = tdev;
 	mutex_init(&qp->state_mutex);
 	spin_lock_init(&qp->lock);
+	mutex_init(&qp->tx_mutex);
+	refcount_set(&qp->ref, 1);
+	init_completion(&qp->freed);
+	INIT_WORK(&qp->tx_work, trdma_tx_work);
+	INIT_WORK(&qp->connect_work, trdma_cm_connect_work);
+	INIT_WORK(&qp->fatal_work, trdma_qp_fatal_work);
+	INIT_DELAYED_WORK(&qp->rnr_work, trdma_tx_rnr_work);
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->is_user = !!udata;
@@ -355,8 +442,8 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (rv)
 		goto err_count;
 	qp->swq = kvcalloc(slots, 1UL << shift, GFP_KERNEL);
-	qp->swq_status = kvcalloc(slots, sizeof(*qp->swq_status), GFP_KERNEL);
-	if (!qp->swq || !qp->swq_status) {
+	qp->swi = kvcalloc(slots, sizeof(*qp->swi), GFP_KERNEL);
+	if (!qp->swq || !qp->swi) {
 		rv = -ENOMEM;
 		goto err_sq;
 	}
@@ -411,7 +498,7 @@ err_qpn:
 err_rq:
 	trdma_ring_free(&qp->rq);
 err_sq:
-	kvfree(qp->swq_status);
+	kvfree(qp->swi);
 	kvfree(qp->swq);
 	trdma_ring_free(&qp->sq);
 err_count:
@@ -432,10 +519,16 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	mutex_unlock(&qp->state_mutex);
 
 	xa_erase(&qp->tdev->qp_xa, ibqp->qp_num);
+	trdma_cm_qp_destroy(qp);
+	cancel_delayed_work_sync(&qp->rnr_work);
+	cancel_work_sync(&qp->tx_work);
+	trdma_qp_put(qp);
+	wait_for_completion(&qp->freed);
+
 	rdma_destroy_ah_attr(&qp->attr.ah_attr);
 	trdma_ring_free(&qp->rq);
 	trdma_ring_free(&qp->sq);
-	kvfree(qp->swq_status);
+	kvfree(qp->swi);
 	kvfree(qp->swq);
 	atomic_dec(&qp->tdev->counts.qp);
 	return 0;
@@ -454,8 +547,10 @@ static int trdma_qp_check_attr(struct trdma_qp *qp, struct ib_qp_attr *attr,
 		return -EINVAL;
 	if (mask & IB_QP_PKEY_INDEX && attr->pkey_index >= TRDMA_PKEY_TBL_LEN)
 		return -EINVAL;
+	/* Only the remote rights mean anything; local write is tolerated. */
 	if (mask & IB_QP_ACCESS_FLAGS &&
-	    attr->qp_access_flags & ~(IB_ACCESS_REMOTE_WRITE |
+	    attr->qp_access_flags & ~(IB_ACCESS_LOCAL_WRITE |
+				      IB_ACCESS_REMOTE_WRITE |
 				      IB_ACCESS_REMOTE_READ |
 				      IB_ACCESS_REMOTE_ATOMIC))
 		return -EINVAL;
@@ -530,6 +625,12 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 {
 	qp->sq_intake = 0;
 	qp->sq_retire = 0;
+	qp->sq_tx = 0;
+	qp->rd_outstanding = 0;
+	qp->rd_head = 0;
+	qp->rd_tail = 0;
+	qp->ack_pending = false;
+	qp->rnr_rewind = false;
 	WRITE_ONCE(qp->sq.ctrl->prod, 0);
 	WRITE_ONCE(qp->sq.ctrl->cons, 0);
 	qp->rq_cons = 0;
@@ -567,14 +668,22 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 
 	spin_lock_irqsave(&qp->lock, flags);
 	if (qp->state != next) {
-		if (next == IB_QPS_ERR)
+		if (next == IB_QPS_ERR) {
 			trdma_qp_to_error(qp);
-		else if (next == IB_QPS_RESET)
+		} else if (next == IB_QPS_RESET) {
 			trdma_qp_reset(qp);
+		} else if (next == IB_QPS_RTS) {
+			qp->tx_msn = qp->attr.sq_psn;
+			qp->rnr_left = qp->attr.rnr_retry;
+		}
 		qp->state = next;
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 
+	if (cur != next && next == IB_QPS_RTR)
+		trdma_cm_qp_rtr(qp);
+	if (cur != next && next == IB_QPS_ERR)
+		trdma_cm_detach(qp);
 	/* WQEs posted before RTS are taken in now. */
 	if (next == IB_QPS_RTS)
 		trdma_sq_kick(qp);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR BSD-2-Clause */
+/*
+ * trdma wire format: what one trdma endpoint sends the other inside the TCP
+ * byte stream of a QP's connection.  All fields are big-endian.  See
+ * docs/wire.md for the byte diagrams and the rules.
+ *
+ * A connection starts with one struct trdma_hello in each direction (the
+ * connecting side's TRDMA_HELLO_REQ, then the accepting side's ACCEPT or
+ * REJECT).  After that the stream is a sequence of segments, each a
+ * struct trdma_bth, the extension headers its opcode calls for, in the
+ * order RETH/AtomicETH, AETH, AtomicAckETH, ImmDt/IETH, then bth.length
+ * payload bytes.
+ */
+#ifndef _UAPI_RDMA_TRDMA_WIRE_H
+#define _UAPI_RDMA_TRDMA_WIRE_H
+
+#include <linux/types.h>
+
+#define TRDMA_WIRE_VERSION	1
+#define TRDMA_DEFAULT_PORT	4791
+#define TRDMA_HELLO_MAGIC	0x5452444dU	/* "TRDM" */
+
+enum trdma_hello_type {
+	TRDMA_HELLO_REQ = 1,
+	TRDMA_HELLO_ACCEPT = 2,
+	TRDMA_HELLO_REJECT = 3,
+};
+
+struct trdma_hello {
+	__be32 magic;
+	__u8 version;
+	__u8 type;		/* enum trdma_hello_type */
+	__be16 reserved0;
+	__be32 src_qpn;
+	__be32 dst_qpn;
+	__be32 start_msn;	/* MSN of the sender's first request */
+	__u8 path_mtu;		/* enum ib_mtu */
+	__u8 max_rd_atomic;	/* READs/atomics the sender may have outstanding */
+	__u8 max_dest_rd_atomic; /* ... the sender will accept outstanding */
+	__u8 reserved1;
+	__be32 status;		/* REJECT: a positive errno value */
+	__be32 reserved2;
+	__u8 src_gid[16];
+	__u8 dst_gid[16];
+};
+
+/* Opcodes: the values of the RoCE (IBA RC) opcodes. */
+enum trdma_opcode {
+	TRDMA_OP_SEND_FIRST = 0x00,
+	TRDMA_OP_SEND_MIDDLE = 0x01,
+	TRDMA_OP_SEND_LAST = 0x02,
+	TRDMA_OP_SEND_LAST_IMM = 0x03,
+	TRDMA_OP_SEND_ONLY = 0x04,
+	TRDMA_OP_SEND_ONLY_IMM = 0x05,
+	TRDMA_OP_WRITE_FIRST = 0x06,
+	TRDMA_OP_WRITE_MIDDLE = 0x07,
+	TRDMA_OP_WRITE_LAST = 0x08,
+	TRDMA_OP_WRITE_LAST_IMM = 0x09,
+	TRDMA_OP_WRITE_ONLY = 0x0a,
+	TRDMA_OP_WRITE_ONLY_IMM = 0x0b,
+	TRDMA_OP_READ_REQUEST = 0x0c,
+	TRDMA_OP_READ_RESPONSE_FIRST = 0x0d,
+	TRDMA_OP_READ_RESPONSE_MIDDLE = 0x0e,
+	TRDMA_OP_READ_RESPONSE_LAST = 0x0f,
+	TRDMA_OP_READ_RESPONSE_ONLY = 0x10,
+	TRDMA_OP_ACK = 0x11,
+	TRDMA_OP_ATOMIC_ACK = 0x12,
+	TRDMA_OP_COMPARE_SWAP = 0x13,
+	TRDMA_OP_FETCH_ADD = 0x14,
+};
+
+/* trdma_bth.flags */
+#define TRDMA_BTH_SE		0x80	/* solicited event */
+#define TRDMA_BTH_ACKREQ	0x40	/* acknowledge this message promptly */
+
+/*
+ * Base transport header, at the start of every segment.  msn numbers the
+ * requester's messages (from the start_msn of its hello, one per SEND,
+ * WRITE, READ or atomic); responses and ACKs carry the msn of the request
+ * they answer.  offset is where this segment's payload sits in the message;
+ * length is the payload byte count.
+ */
+struct trdma_bth {
+	__u8 opcode;		/* enum trdma_opcode */
+	__u8 flags;		/* TRDMA_BTH_* */
+	__be16 reserved;
+	__be32 dest_qpn;	/* 24 bits */
+	__be32 msn;
+	__be32 offset;
+	__be32 length;
+};
+
+/* RDMA extended transport header: WRITE FIRST/ONLY and READ requests. */
+struct trdma_reth {
+	__be64 va;
+	__be32 rkey;
+	__be32 dma_len;		/* whole message length */
+};
+
+/* ACK extended transport header: ACK, READ response FIRST/LAST/ONLY. */
+struct trdma_aeth {
+	__u8 syndrome;		/* enum trdma_syndrome */
+	__u8 reserved[3];
+	__be32 msn;		/* last request completed by the responder */
+};
+
+enum trdma_syndrome {
+	TRDMA_AETH_ACK = 0x00,
+	TRDMA_AETH_RNR_NAK = 0x20,	/* low 5 bits: RNR timer code */
+	TRDMA_AETH_NAK_INV_REQ = 0x61,
+	TRDMA_AETH_NAK_REM_ACCESS = 0x62,
+	TRDMA_AETH_NAK_REM_OP = 0x63,
+};
+
+/* Immediate data (ImmDt) or the rkey to invalidate (IETH). */
+struct trdma_immdt {
+	__be32 data;
+};
+
+#endif /* _UAPI_RDMA_TRDMA_WIRE_H */

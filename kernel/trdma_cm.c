@@ -1,0 +1,547 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma: connections.
+ *
+ * Each RC QP rides one TCP connection.  When a QP reaches RTR, the side
+ * whose (GID, QPN) is the smaller connects to the peer's trdma port; the
+ * other side's listener accepts, reads the connecting side's hello and
+ * binds the connection to the QP the hello names once that QP is in RTR
+ * with a matching remote GID and QPN.  An accepted connection waits at most
+ * accept_timeout seconds for that.
+ */
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/module.h>
+#include <linux/tcp.h>
+#include <net/ipv6.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+#include <rdma/ib_cache.h>
+
+#include "trdma.h"
+#include "trdma_verbs.h"
+
+static ushort trdma_port = TRDMA_DEFAULT_PORT;
+module_param_named(port, trdma_port, ushort, 0444);
+MODULE_PARM_DESC(port, "TCP port trdma listens on and connects to (4791)");
+
+static uint trdma_accept_timeout = 10;
+module_param_named(accept_timeout, trdma_accept_timeout, uint, 0644);
+MODULE_PARM_DESC(accept_timeout,
+		 "Seconds an accepted connection waits for its QP (10)");
+
+struct workqueue_struct *trdma_wq;
+
+static struct socket *trdma_listen;
+static void (*trdma_listen_saved_data_ready)(struct sock *sk);
+static struct work_struct trdma_accept_work;
+
+/*
+ * Accepted connections whose hello is incomplete or whose QP is not ready
+ * yet.  trdma_pending_work reads hellos, binds and expires them.
+ */
+struct trdma_pending {
+	struct list_head list;
+	struct socket *sock;
+	void (*saved_data_ready)(struct sock *sk);
+	struct trdma_hello hello;
+	u32 got;
+	unsigned long deadline;
+};
+
+static LIST_HEAD(trdma_pending_list);
+static DEFINE_MUTEX(trdma_pending_lock);	/* protects trdma_pending_list */
+static struct delayed_work trdma_pending_work;
+static bool trdma_cm_stopping;		/* under trdma_pending_lock */
+
+static void trdma_hello_init(struct trdma_hello *h, struct trdma_qp *qp,
+			     u8 type)
+{
+	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
+
+	memset(h, 0, sizeof(*h));
+	h->magic = cpu_to_be32(TRDMA_HELLO_MAGIC);
+	h->version = TRDMA_WIRE_VERSION;
+	h->type = type;
+	h->src_qpn = cpu_to_be32(qp->ibqp.qp_num);
+	h->dst_qpn = cpu_to_be32(qp->attr.dest_qp_num);
+	h->path_mtu = qp->attr.path_mtu;
+	h->max_rd_atomic = qp->attr.max_rd_atomic;
+	h->max_dest_rd_atomic = qp->attr.max_dest_rd_atomic;
+	if (grh->sgid_attr)
+		memcpy(h->src_gid, grh->sgid_attr->gid.raw, 16);
+	memcpy(h->dst_gid, grh->dgid.raw, 16);
+}
+
+static int trdma_send_all(struct socket *sock, void *buf, size_t len)
+{
+	struct kvec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+	int rv = kernel_sendmsg(sock, &msg, &iov, 1, len);
+
+	return rv == len ? 0 : (rv < 0 ? rv : -EIO);
+}
+
+/* The side with the smaller (GID, QPN) connects. */
+static bool trdma_cm_is_active(struct trdma_qp *qp)
+{
+	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
+	int c = memcmp(grh->sgid_attr->gid.raw, grh->dgid.raw, 16);
+
+	return c < 0 || (c == 0 && qp->ibqp.qp_num < qp->attr.dest_qp_num);
+}
+
+static void trdma_cm_state_change(struct sock *sk)
+{
+	void (*saved)(struct sock *sk) = NULL;
+	struct trdma_qp *qp;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	qp = sk->sk_user_data;
+	if (qp) {
+		saved = qp->saved_state_change;
+		if (sk->sk_state != TCP_ESTABLISHED)
+			trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+	if (saved)
+		saved(sk);
+}
+
+static void trdma_tx_write_space(struct sock *sk)
+{
+	struct trdma_qp *qp;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	qp = sk->sk_user_data;
+	if (qp && sk_stream_is_writeable(sk)) {
+		clear_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+		trdma_tx_kick(qp);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * Binds an established, greeted connection to the QP.  Called with
+ * qp->state_mutex held and the QP in RTR or RTS.
+ */
+static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
+			    const struct trdma_hello *peer)
+{
+	struct sock *sk = sock->sk;
+	unsigned long flags;
+
+	lockdep_assert_held(&qp->state_mutex);
+	tcp_sock_set_nodelay(sk);
+	qp->peer_rd_atomic = min_t(u8, peer->max_dest_rd_atomic,
+				   TRDMA_MAX_RD_ATOM);
+	memset(&qp->rx, 0, sizeof(qp->rx));
+	qp->rx.expected_msn = qp->attr.rq_psn;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	qp->saved_data_ready = sk->sk_data_ready;
+	qp->saved_write_space = sk->sk_write_space;
+	qp->saved_state_change = sk->sk_state_change;
+	sk->sk_user_data = qp;
+	sk->sk_data_ready = trdma_rx_data_ready;
+	sk->sk_write_space = trdma_tx_write_space;
+	sk->sk_state_change = trdma_cm_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+
+	mutex_lock(&qp->tx_mutex);
+	spin_lock_irqsave(&qp->lock, flags);
+	qp->sock = sock;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	mutex_unlock(&qp->tx_mutex);
+
+	ibdev_dbg(qp->ibqp.device, "QP %u connected to QP %u\n",
+		  qp->ibqp.qp_num, qp->attr.dest_qp_num);
+	/* Data may have arrived before the callbacks were ours. */
+	trdma_rx_pump(qp);
+	trdma_tx_kick(qp);
+	if (sk->sk_state != TCP_ESTABLISHED)
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+}
+
+/* Unbinds and closes the QP's connection, if any.  Process context. */
+void trdma_cm_detach(struct trdma_qp *qp)
+{
+	struct socket *sock;
+	unsigned long flags;
+	struct sock *sk;
+
+	mutex_lock(&qp->tx_mutex);
+	spin_lock_irqsave(&qp->lock, flags);
+	sock = qp->sock;
+	qp->sock = NULL;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	mutex_unlock(&qp->tx_mutex);
+	if (!sock)
+		return;
+
+	sk = sock->sk;
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = qp->saved_data_ready;
+	sk->sk_write_space = qp->saved_write_space;
+	sk->sk_state_change = qp->saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+
+	kernel_sock_shutdown(sock, SHUT_RDWR);
+	sock_release(sock);
+}
+
+void trdma_cm_connect_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(work, struct trdma_qp, connect_work);
+	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
+	struct sockaddr_storage src = {}, dst = {};
+	struct trdma_hello hello, reply;
+	struct msghdr msg = {};
+	struct socket *sock;
+	struct kvec iov;
+	int family, len, rv;
+
+	if (ipv6_addr_v4mapped((struct in6_addr *)grh->dgid.raw)) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
+		struct sockaddr_in *d4 = (struct sockaddr_in *)&dst;
+
+		family = AF_INET;
+		len = sizeof(*s4);
+		s4->sin_family = AF_INET;
+		memcpy(&s4->sin_addr, &grh->sgid_attr->gid.raw[12], 4);
+		d4->sin_family = AF_INET;
+		d4->sin_port = htons(trdma_port);
+		memcpy(&d4->sin_addr, &grh->dgid.raw[12], 4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&src;
+		struct sockaddr_in6 *d6 = (struct sockaddr_in6 *)&dst;
+
+		family = AF_INET6;
+		len = sizeof(*s6);
+		s6->sin6_family = AF_INET6;
+		memcpy(&s6->sin6_addr, grh->sgid_attr->gid.raw, 16);
+		d6->sin6_family = AF_INET6;
+		d6->sin6_port = htons(trdma_port);
+		memcpy(&d6->sin6_addr, grh->dgid.raw, 16);
+		if (ipv6_addr_type(&d6->sin6_addr) & IPV6_ADDR_LINKLOCAL) {
+			d6->sin6_scope_id = qp->tdev->netdev->ifindex;
+			s6->sin6_scope_id = qp->tdev->netdev->ifindex;
+		}
+	}
+
+	rv = sock_create_kern(&init_net, family, SOCK_STREAM, IPPROTO_TCP,
+			      &sock);
+	if (rv)
+		goto fail;
+	sock->sk->sk_sndtimeo = trdma_accept_timeout * HZ;
+	sock->sk->sk_rcvtimeo = (trdma_accept_timeout + 5) * HZ;
+
+	mutex_lock(&qp->state_mutex);
+	qp->connecting = sock;
+	mutex_unlock(&qp->state_mutex);
+
+	rv = kernel_bind(sock, (struct sockaddr *)&src, len);
+	if (!rv)
+		rv = kernel_connect(sock, (struct sockaddr *)&dst, len, 0);
+	if (!rv) {
+		trdma_hello_init(&hello, qp, TRDMA_HELLO_REQ);
+		hello.start_msn = cpu_to_be32(qp->attr.rq_psn);
+		rv = trdma_send_all(sock, &hello, sizeof(hello));
+	}
+	if (!rv) {
+		iov.iov_base = &reply;
+		iov.iov_len = sizeof(reply);
+		rv = kernel_recvmsg(sock, &msg, &iov, 1, sizeof(reply),
+				    MSG_WAITALL);
+		rv = rv == sizeof(reply) ? 0 : (rv < 0 ? rv : -ECONNRESET);
+	}
+	if (!rv && (reply.magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
+		    reply.type != TRDMA_HELLO_ACCEPT ||
+		    reply.src_qpn != hello.dst_qpn))
+		rv = reply.type == TRDMA_HELLO_REJECT ? -ECONNREFUSED :
+							-EPROTO;
+
+	mutex_lock(&qp->state_mutex);
+	qp->connecting = NULL;
+	if (!rv && (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS)) {
+		trdma_cm_attach(qp, sock, &reply);
+		sock = NULL;
+	} else if (!rv) {
+		rv = -ECANCELED;
+	}
+	mutex_unlock(&qp->state_mutex);
+	if (sock)
+		sock_release(sock);
+	if (!rv)
+		goto out;
+fail:
+	ibdev_dbg(qp->ibqp.device, "QP %u: connect to QP %u failed: %d\n",
+		  qp->ibqp.qp_num, qp->attr.dest_qp_num, rv);
+	if (rv != -ECANCELED)
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+out:
+	trdma_qp_put(qp);
+}
+
+/* The QP reached RTR: connect, or look for its accepted connection. */
+void trdma_cm_qp_rtr(struct trdma_qp *qp)
+{
+	if (!qp->attr.ah_attr.grh.sgid_attr)
+		return;
+	if (trdma_cm_is_active(qp)) {
+		refcount_inc(&qp->ref);
+		if (!queue_work(trdma_wq, &qp->connect_work))
+			trdma_qp_put(qp);
+	} else {
+		mod_delayed_work(trdma_wq, &trdma_pending_work, 0);
+	}
+}
+
+void trdma_cm_qp_destroy(struct trdma_qp *qp)
+{
+	mutex_lock(&qp->state_mutex);
+	if (qp->connecting)
+		kernel_sock_shutdown(qp->connecting, SHUT_RDWR);
+	mutex_unlock(&qp->state_mutex);
+	if (cancel_work_sync(&qp->connect_work))
+		trdma_qp_put(qp);
+	flush_work(&qp->fatal_work);
+	trdma_cm_detach(qp);
+}
+
+/* ---- passive side --------------------------------------------------- */
+
+static void trdma_pending_data_ready(struct sock *sk)
+{
+	mod_delayed_work(trdma_wq, &trdma_pending_work, 0);
+}
+
+static void trdma_pending_close(struct trdma_pending *p)
+{
+	struct sock *sk = p->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_data_ready = p->saved_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+	list_del(&p->list);
+	kernel_sock_shutdown(p->sock, SHUT_RDWR);
+	sock_release(p->sock);
+	kfree(p);
+}
+
+static void trdma_pending_reject(struct trdma_pending *p, int err)
+{
+	struct trdma_hello r = {
+		.magic = cpu_to_be32(TRDMA_HELLO_MAGIC),
+		.version = TRDMA_WIRE_VERSION,
+		.type = TRDMA_HELLO_REJECT,
+		.src_qpn = p->hello.dst_qpn,
+		.dst_qpn = p->hello.src_qpn,
+		.status = cpu_to_be32(-err),
+	};
+
+	trdma_send_all(p->sock, &r, sizeof(r));
+	trdma_pending_close(p);
+}
+
+/*
+ * Tries to bind a pending connection whose hello is complete.  Returns 0
+ * when bound (p is gone), -EAGAIN while its QP is not ready, or another
+ * error for a connection to refuse.
+ */
+static int trdma_pending_bind(struct trdma_pending *p)
+{
+	const struct trdma_hello *h = &p->hello;
+	struct trdma_hello reply;
+	struct trdma_dev *tdev;
+	struct trdma_qp *qp;
+	union ib_gid gid;
+	int rv = 0;
+
+	if (h->magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
+	    h->version != TRDMA_WIRE_VERSION || h->type != TRDMA_HELLO_REQ)
+		return -EPROTO;
+
+	memcpy(gid.raw, h->dst_gid, 16);
+	tdev = trdma_dev_get_by_gid(&gid);
+	if (!tdev)
+		return -ENODEV;
+	qp = trdma_qp_get(tdev, be32_to_cpu(h->dst_qpn));
+	ib_device_put(&tdev->ibdev);
+	if (!qp)
+		return -ENOENT;
+
+	mutex_lock(&qp->state_mutex);
+	if (qp->state < IB_QPS_RTR) {
+		rv = -EAGAIN;
+	} else if (qp->state > IB_QPS_RTS || qp->sock ||
+		   !qp->attr.ah_attr.grh.sgid_attr || trdma_cm_is_active(qp) ||
+		   qp->attr.dest_qp_num != be32_to_cpu(h->src_qpn) ||
+		   memcmp(qp->attr.ah_attr.grh.dgid.raw, h->src_gid, 16)) {
+		rv = -ECONNREFUSED;
+	} else {
+		trdma_hello_init(&reply, qp, TRDMA_HELLO_ACCEPT);
+		reply.start_msn = cpu_to_be32(qp->attr.rq_psn);
+		rv = trdma_send_all(p->sock, &reply, sizeof(reply));
+		if (!rv) {
+			struct sock *sk = p->sock->sk;
+
+			write_lock_bh(&sk->sk_callback_lock);
+			sk->sk_data_ready = p->saved_data_ready;
+			write_unlock_bh(&sk->sk_callback_lock);
+			list_del(&p->list);
+			trdma_cm_attach(qp, p->sock, h);
+			kfree(p);
+		}
+	}
+	mutex_unlock(&qp->state_mutex);
+	trdma_qp_put(qp);
+	return rv;
+}
+
+static void trdma_pending_scan(struct work_struct *work)
+{
+	struct trdma_pending *p, *next;
+	bool again = false;
+
+	mutex_lock(&trdma_pending_lock);
+	list_for_each_entry_safe(p, next, &trdma_pending_list, list) {
+		int rv;
+
+		while (p->got < sizeof(p->hello)) {
+			struct kvec iov = {
+				.iov_base = (u8 *)&p->hello + p->got,
+				.iov_len = sizeof(p->hello) - p->got,
+			};
+			struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+
+			rv = kernel_recvmsg(p->sock, &msg, &iov, 1, iov.iov_len,
+					    MSG_DONTWAIT);
+			if (rv <= 0)
+				break;
+			p->got += rv;
+		}
+		if (p->got < sizeof(p->hello) &&
+		    (rv == 0 || (rv < 0 && rv != -EAGAIN))) {
+			trdma_pending_close(p);	/* closed before its hello */
+			continue;
+		}
+		rv = p->got == sizeof(p->hello) ? trdma_pending_bind(p) :
+						  -EAGAIN;
+		if (!rv)
+			continue;
+		if (rv != -EAGAIN) {
+			pr_debug("trdma: refusing connection: %d\n", rv);
+			trdma_pending_reject(p, rv);
+		} else if (time_after(jiffies, p->deadline)) {
+			trdma_pending_reject(p, -ETIMEDOUT);
+		} else {
+			again = true;
+		}
+	}
+	if (again && !trdma_cm_stopping)
+		queue_delayed_work(trdma_wq, &trdma_pending_work, HZ / 10);
+	mutex_unlock(&trdma_pending_lock);
+}
+
+static void trdma_accept(struct work_struct *work)
+{
+	struct trdma_pending *p;
+	struct socket *sock;
+
+	while (kernel_accept(trdma_listen, &sock, O_NONBLOCK) == 0) {
+		p = kzalloc(sizeof(*p), GFP_KERNEL);
+		if (!p) {
+			sock_release(sock);
+			continue;
+		}
+		p->sock = sock;
+		p->deadline = jiffies + trdma_accept_timeout * HZ;
+
+		mutex_lock(&trdma_pending_lock);
+		if (trdma_cm_stopping) {
+			mutex_unlock(&trdma_pending_lock);
+			sock_release(sock);
+			kfree(p);
+			break;
+		}
+		write_lock_bh(&sock->sk->sk_callback_lock);
+		p->saved_data_ready = sock->sk->sk_data_ready;
+		sock->sk->sk_data_ready = trdma_pending_data_ready;
+		write_unlock_bh(&sock->sk->sk_callback_lock);
+		list_add_tail(&p->list, &trdma_pending_list);
+		mutex_unlock(&trdma_pending_lock);
+	}
+	mod_delayed_work(trdma_wq, &trdma_pending_work, 0);
+}
+
+static void trdma_listen_data_ready(struct sock *sk)
+{
+	queue_work(trdma_wq, &trdma_accept_work);
+}
+
+int trdma_cm_init(void)
+{
+	struct sockaddr_in6 a = {
+		.sin6_family = AF_INET6,
+		.sin6_addr = IN6ADDR_ANY_INIT,
+	};
+	int rv;
+
+	trdma_wq = alloc_workqueue("trdma", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!trdma_wq)
+		return -ENOMEM;
+	INIT_WORK(&trdma_accept_work, trdma_accept);
+	INIT_DELAYED_WORK(&trdma_pending_work, trdma_pending_scan);
+
+	rv = sock_create_kern(&init_net, AF_INET6, SOCK_STREAM, IPPROTO_TCP,
+			      &trdma_listen);
+	if (rv)
+		goto err_wq;
+	sock_set_reuseaddr(trdma_listen->sk);
+	a.sin6_port = htons(trdma_port);
+	rv = kernel_bind(trdma_listen, (struct sockaddr *)&a, sizeof(a));
+	if (rv)
+		goto err_sock;
+
+	write_lock_bh(&trdma_listen->sk->sk_callback_lock);
+	trdma_listen_saved_data_ready = trdma_listen->sk->sk_data_ready;
+	trdma_listen->sk->sk_data_ready = trdma_listen_data_ready;
+	write_unlock_bh(&trdma_listen->sk->sk_callback_lock);
+
+	rv = kernel_listen(trdma_listen, 128);
+	if (rv)
+		goto err_sock;
+	return 0;
+
+err_sock:
+	sock_release(trdma_listen);
+	trdma_listen = NULL;
+	pr_err("trdma: cannot listen on TCP port %u: %d\n", trdma_port, rv);
+err_wq:
+	destroy_workqueue(trdma_wq);
+	return rv;
+}
+
+void trdma_cm_exit(void)
+{
+	struct trdma_pending *p, *next;
+
+	write_lock_bh(&trdma_listen->sk->sk_callback_lock);
+	trdma_listen->sk->sk_data_ready = trdma_listen_saved_data_ready;
+	write_unlock_bh(&trdma_listen->sk->sk_callback_lock);
+	cancel_work_sync(&trdma_accept_work);
+	kernel_sock_shutdown(trdma_listen, SHUT_RDWR);
+	sock_release(trdma_listen);
+
+	mutex_lock(&trdma_pending_lock);
+	trdma_cm_stopping = true;
+	mutex_unlock(&trdma_pending_lock);
+	cancel_delayed_work_sync(&trdma_pending_work);
+	mutex_lock(&trdma_pending_lock);
+	list_for_each_entry_safe(p, next, &trdma_pending_list, list)
+		trdma_pending_close(p);
+	mutex_unlock(&trdma_pending_lock);
+	destroy_workqueue(trdma_wq);
+}

@@ -1,0 +1,732 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma: receive path.
+ *
+ * The QP's TCP socket calls trdma_rx_data_ready in softirq context; it
+ * drains the socket with tcp_read_sock into trdma_rx_actor, which parses
+ * segment headers incrementally (a header may straddle skbs) and copies
+ * payload straight from the skb into registered memory.  Keys, addresses,
+ * lengths and access rights are checked before a byte is written.  A
+ * malformed stream stops the reader and moves the QP to error; a protection
+ * error is answered with a NAK.
+ */
+#include <linux/highmem.h>
+#include <linux/skbuff.h>
+#include <net/tcp.h>
+
+#include "trdma.h"
+#include "trdma_verbs.h"
+
+/* Copies n bytes at skb offset off into [va, va + n) of mr. */
+static void trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
+			u32 off, u32 n)
+{
+	while (n) {
+		u32 pg_off, chunk;
+		struct page *page = trdma_mr_page(mr, va, &pg_off);
+		void *dst;
+
+		chunk = min_t(u32, n, PAGE_SIZE - pg_off);
+		dst = kmap_local_page(page);
+		skb_copy_bits(skb, off, dst + pg_off, chunk);
+		kunmap_local(dst);
+		flush_dcache_page(page);
+		va += chunk;
+		off += chunk;
+		n -= chunk;
+	}
+}
+
+/*
+ * Places n bytes into a checked range of the MR a key names.  Returns 0 or
+ * -EACCES when the key, its PD, its rights or the range do not allow it.
+ */
+static int trdma_place_key(struct trdma_qp *qp, u32 key, u64 va, int access,
+			   struct sk_buff *skb, u32 off, u32 n)
+{
+	struct trdma_mr *mr;
+	int rv;
+
+	if (!n)
+		return 0;
+	mr = trdma_mr_get(qp->tdev, key);
+	if (!mr)
+		return -EACCES;
+	rv = trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, n, access);
+	if (!rv)
+		trdma_place(mr, va, skb, off, n);
+	trdma_mr_put(mr);
+	return rv;
+}
+
+/* Places n bytes at message offset msg_off into a scatter list. */
+static int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
+			    u32 num_sge, u32 msg_off, struct sk_buff *skb,
+			    u32 off, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < num_sge && n; i++) {
+		u32 chunk;
+		int rv;
+
+		if (msg_off >= sge[i].length) {
+			msg_off -= sge[i].length;
+			continue;
+		}
+		chunk = min(n, sge[i].length - msg_off);
+		rv = trdma_place_key(qp, sge[i].lkey, sge[i].addr + msg_off,
+				     IB_ACCESS_LOCAL_WRITE, skb, off, chunk);
+		if (rv)
+			return rv;
+		off += chunk;
+		n -= chunk;
+		msg_off = 0;
+	}
+	return n ? -EMSGSIZE : 0;
+}
+
+/* Queues an ACK or NAK for the transmitter.  Under qp->lock. */
+static void trdma_rx_queue_ack(struct trdma_qp *qp, u8 syndrome, u32 msn)
+{
+	/* A NAK is never overwritten by a later plain ACK. */
+	if (qp->ack_pending && qp->ack_syndrome != TRDMA_AETH_ACK)
+		return;
+	qp->ack_pending = true;
+	qp->ack_syndrome = syndrome;
+	qp->ack_msn = msn;
+}
+
+/*
+ * Takes the next receive WQE of the QP's RQ or SRQ into rx.  Returns false
+ * when there is none.  Each slot is read once.
+ */
+static bool trdma_rx_take_rqe(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	struct trdma_ring *ring;
+	struct trdma_rqe *rqe;
+	unsigned long flags;
+	u32 *cons, prod, max_sge;
+	spinlock_t *lock;	/* the ring's: the QP's or the SRQ's */
+	struct trdma_srq *srq = NULL;
+	bool ok = false, limit = false;
+
+	if (qp->ibqp.srq) {
+		srq = to_tsrq(qp->ibqp.srq);
+		ring = &srq->ring;
+		cons = &srq->cons;
+		lock = &srq->lock;
+		max_sge = srq->max_sge;
+	} else {
+		ring = &qp->rq;
+		cons = &qp->rq_cons;
+		lock = &qp->lock;
+		max_sge = qp->cap.max_recv_sge;
+	}
+
+	spin_lock_irqsave(lock, flags);
+	/* Slots up to prod are written; pairs with the producer's release. */
+	prod = smp_load_acquire(&ring->ctrl->prod);
+	if (prod - *cons > ring->num_slots || prod == *cons)
+		goto out;
+	rqe = trdma_ring_slot(ring, *cons);
+	rx->rqe_wr_id = READ_ONCE(rqe->wr_id);
+	rx->rqe_num_sge = min_t(u32, READ_ONCE(rqe->num_sge), max_sge);
+	memcpy(rx->rqe_sge, rqe->sge, rx->rqe_num_sge * sizeof(rqe->sge[0]));
+	(*cons)++;
+	/* Done with the slot before the producer may reuse it. */
+	smp_store_release(&ring->ctrl->cons, *cons);
+	ok = true;
+	if (srq && srq->limit && prod - *cons < srq->limit) {
+		srq->limit = 0;
+		limit = true;
+	}
+out:
+	spin_unlock_irqrestore(lock, flags);
+
+	if (limit && srq->ibsrq.event_handler) {
+		struct ib_event ev = {
+			.device = srq->ibsrq.device,
+			.element.srq = &srq->ibsrq,
+			.event = IB_EVENT_SRQ_LIMIT_REACHED,
+		};
+
+		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
+	}
+	return ok;
+}
+
+static void trdma_rx_complete_recv(struct trdma_qp *qp, enum ib_wc_status st,
+				   enum ib_wc_opcode op, bool solicited)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	struct trdma_cqe cqe = {
+		.wr_id = rx->rqe_wr_id,
+		.status = st,
+		.opcode = op,
+		.byte_len = op == IB_WC_RECV_RDMA_WITH_IMM ? rx->req_len :
+							    rx->req_placed,
+		.imm_data = rx->imm,
+		.qp_num = qp->ibqp.qp_num,
+		.src_qp = qp->attr.dest_qp_num,
+		.wc_flags = rx->has_imm ? TRDMA_CQE_F_WITH_IMM : 0,
+	};
+
+	trdma_cq_post(to_tcq(qp->ibqp.recv_cq), &cqe, solicited);
+	rx->req_has_rqe = false;
+}
+
+/* The wait an RNR NAK timer code asks for (IBA table 45), in jiffies. */
+static unsigned long trdma_rnr_delay(u8 code)
+{
+	static const u32 usecs[32] = {
+		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640,
+		960, 1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480,
+		30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680,
+		491520,
+	};
+
+	return max(usecs_to_jiffies(usecs[code & 31]), 1UL);
+}
+
+/* Acknowledgements and NAKs for our requests, and READ completions. */
+static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
+{
+	enum ib_wc_status st = IB_WC_SUCCESS;
+	unsigned long flags;
+	u32 i;
+
+	switch (syndrome) {
+	case TRDMA_AETH_ACK:
+		break;
+	case TRDMA_AETH_NAK_REM_ACCESS:
+		st = IB_WC_REM_ACCESS_ERR;
+		break;
+	case TRDMA_AETH_NAK_REM_OP:
+		st = IB_WC_REM_OP_ERR;
+		break;
+	default:
+		if ((syndrome & 0xe0) != TRDMA_AETH_RNR_NAK) {
+			st = IB_WC_REM_INV_REQ_ERR;
+			break;
+		}
+		/* Everything before the refused request is acknowledged. */
+		trdma_rx_acked(qp, msn - 1, TRDMA_AETH_ACK);
+		spin_lock_irqsave(&qp->lock, flags);
+		if (qp->rnr_left) {
+			unsigned long delay = trdma_rnr_delay(syndrome & 0x1f);
+
+			if (qp->rnr_left != 7)
+				qp->rnr_left--;
+			qp->rnr_rewind = true;
+			qp->rnr_msn = msn;
+			qp->rnr_until = jiffies + delay;
+			spin_unlock_irqrestore(&qp->lock, flags);
+			mod_delayed_work(trdma_wq, &qp->rnr_work, delay);
+			return;
+		}
+		spin_unlock_irqrestore(&qp->lock, flags);
+		st = IB_WC_RNR_RETRY_EXC_ERR;
+		break;
+	}
+
+	/*
+	 * Over loopback the answer can arrive while the transmitter is still
+	 * finishing the request's segment, before sq_tx moved past it: look
+	 * at every WQE whose transmission has started.
+	 */
+	spin_lock_irqsave(&qp->lock, flags);
+	for (i = qp->sq_retire; i != qp->sq_intake; i++) {
+		struct trdma_swqe_info *swi =
+			&qp->swi[i & (qp->sq.num_slots - 1)];
+		struct trdma_sqe *sqe = trdma_swq_slot(qp, i);
+		s32 d = (s32)(msn - swi->msn);
+
+		if (!swi->msn_set || d < 0)
+			break;
+		if (d == 0 && st != IB_WC_SUCCESS) {
+			swi->status = st;
+			break;
+		}
+		/* A READ completes with its response, not with an ACK. */
+		if (sqe->opcode != IB_UVERBS_WR_RDMA_READ && !swi->done) {
+			swi->done = true;
+			qp->rnr_left = qp->attr.rnr_retry;
+		}
+	}
+	trdma_sq_retire(qp);
+	spin_unlock_irqrestore(&qp->lock, flags);
+
+	if (st != IB_WC_SUCCESS)
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+}
+
+/* The READ WQE a response with this MSN answers, or NULL. */
+static struct trdma_sqe *trdma_rx_read_wqe(struct trdma_qp *qp, u32 msn,
+					   struct trdma_swqe_info **swip)
+{
+	u32 i;
+
+	for (i = qp->sq_retire; i != qp->sq_intake; i++) {
+		struct trdma_swqe_info *swi =
+			&qp->swi[i & (qp->sq.num_slots - 1)];
+		struct trdma_sqe *sqe = trdma_swq_slot(qp, i);
+
+		if (!swi->msn_set)
+			break;
+		if (swi->msn == msn && sqe->opcode == IB_UVERBS_WR_RDMA_READ &&
+		    !swi->done) {
+			*swip = swi;
+			return sqe;
+		}
+	}
+	return NULL;
+}
+
+/* Why a segment cannot be accepted. */
+enum trdma_rx_err {
+	TRDMA_RX_OK,
+	TRDMA_RX_PROTO,		/* malformed: close the connection */
+	TRDMA_RX_ACCESS,	/* NAK remote access error */
+	TRDMA_RX_INVAL,		/* NAK invalid request */
+	TRDMA_RX_RNR,		/* no receive WQE */
+};
+
+/* Checks a new inbound WRITE or READ target against rkey and rights. */
+static enum trdma_rx_err trdma_rx_check_reth(struct trdma_qp *qp,
+					     const struct trdma_reth *reth,
+					     int access)
+{
+	u64 va = be64_to_cpu(reth->va);
+	u32 len = be32_to_cpu(reth->dma_len);
+	struct trdma_mr *mr;
+	int rv;
+
+	if (!(qp->attr.qp_access_flags & access))
+		return TRDMA_RX_ACCESS;
+	if (!len)
+		return TRDMA_RX_OK;
+	mr = trdma_mr_get(qp->tdev, be32_to_cpu(reth->rkey));
+	if (!mr)
+		return TRDMA_RX_ACCESS;
+	rv = trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access);
+	trdma_mr_put(mr);
+	return rv ? TRDMA_RX_ACCESS : TRDMA_RX_OK;
+}
+
+static bool trdma_op_is_send(u8 op)
+{
+	return op <= TRDMA_OP_SEND_ONLY_IMM;
+}
+
+static bool trdma_op_is_write(u8 op)
+{
+	return op >= TRDMA_OP_WRITE_FIRST && op <= TRDMA_OP_WRITE_ONLY_IMM;
+}
+
+static bool trdma_op_first(u8 op)
+{
+	return op == TRDMA_OP_SEND_FIRST || op == TRDMA_OP_SEND_ONLY ||
+	       op == TRDMA_OP_SEND_ONLY_IMM || op == TRDMA_OP_WRITE_FIRST ||
+	       op == TRDMA_OP_WRITE_ONLY || op == TRDMA_OP_WRITE_ONLY_IMM;
+}
+
+static bool trdma_op_last(u8 op)
+{
+	return op == TRDMA_OP_SEND_LAST || op == TRDMA_OP_SEND_LAST_IMM ||
+	       op == TRDMA_OP_SEND_ONLY || op == TRDMA_OP_SEND_ONLY_IMM ||
+	       op == TRDMA_OP_WRITE_LAST || op == TRDMA_OP_WRITE_LAST_IMM ||
+	       op == TRDMA_OP_WRITE_ONLY || op == TRDMA_OP_WRITE_ONLY_IMM;
+}
+
+static bool trdma_op_imm(u8 op)
+{
+	return op == TRDMA_OP_SEND_LAST_IMM || op == TRDMA_OP_SEND_ONLY_IMM ||
+	       op == TRDMA_OP_WRITE_LAST_IMM || op == TRDMA_OP_WRITE_ONLY_IMM;
+}
+
+/* A complete segment header arrived in rx->hdr; take it in. */
+static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	const struct trdma_bth *bth = (struct trdma_bth *)rx->hdr;
+	const u8 *ext = rx->hdr + sizeof(*bth);
+	u8 op = bth->opcode;
+	u32 msn = be32_to_cpu(bth->msn);
+	u32 off = be32_to_cpu(bth->offset);
+	unsigned long flags;
+
+	rx->bth = *bth;
+	rx->left = be32_to_cpu(bth->length);
+	if (bth->reserved || be32_to_cpu(bth->dest_qpn) != qp->ibqp.qp_num ||
+	    rx->left > TRDMA_MAX_SEG)
+		return TRDMA_RX_PROTO;
+
+	if (rx->rnr_wait && (trdma_op_is_send(op) || trdma_op_is_write(op) ||
+			     op == TRDMA_OP_READ_REQUEST)) {
+		/* Requests are dropped until the refused one comes again. */
+		if ((trdma_op_first(op) || op == TRDMA_OP_READ_REQUEST) &&
+		    msn == rx->rnr_msn && !off) {
+			rx->rnr_wait = false;
+		} else {
+			rx->discard = true;
+			return TRDMA_RX_OK;
+		}
+	}
+
+	if (trdma_op_is_send(op) || trdma_op_is_write(op)) {
+		if (trdma_op_first(op)) {
+			if (rx->req_active || off || msn != rx->expected_msn)
+				return TRDMA_RX_PROTO;
+			rx->req_active = true;
+			rx->req_is_send = trdma_op_is_send(op);
+			rx->req_msn = msn;
+			rx->req_placed = 0;
+			rx->has_imm = false;
+			if (trdma_op_is_write(op)) {
+				const struct trdma_reth *reth = (void *)ext;
+				enum trdma_rx_err e;
+
+				rx->req_va = be64_to_cpu(reth->va);
+				rx->req_rkey = be32_to_cpu(reth->rkey);
+				rx->req_len = be32_to_cpu(reth->dma_len);
+				e = trdma_rx_check_reth(qp, reth,
+							IB_ACCESS_REMOTE_WRITE);
+				if (e)
+					return e;
+			} else if (!rx->req_has_rqe) {
+				if (!trdma_rx_take_rqe(qp))
+					return TRDMA_RX_RNR;
+				rx->req_has_rqe = true;
+			}
+		} else if (!rx->req_active || msn != rx->req_msn ||
+			   off != rx->req_placed ||
+			   trdma_op_is_send(op) != rx->req_is_send) {
+			/* Continuations must follow their message. */
+			return TRDMA_RX_PROTO;
+		}
+		if (trdma_op_is_write(op) &&
+		    rx->req_placed + rx->left > rx->req_len)
+			return TRDMA_RX_PROTO;
+		if (trdma_op_imm(op)) {
+			rx->imm = ((const struct trdma_immdt *)
+				   (rx->hdr + trdma_hdr_len(op) -
+				    sizeof(struct trdma_immdt)))->data;
+			rx->has_imm = true;
+			/* WRITE with immediate consumes a receive WQE. */
+			if (trdma_op_is_write(op) && !rx->req_has_rqe) {
+				if (!trdma_rx_take_rqe(qp))
+					return TRDMA_RX_RNR;
+				rx->req_has_rqe = true;
+			}
+		}
+		return TRDMA_RX_OK;
+	}
+
+	switch (op) {
+	case TRDMA_OP_READ_REQUEST: {
+		const struct trdma_reth *reth = (void *)ext;
+		struct trdma_rd_resp *r;
+		enum trdma_rx_err e;
+
+		if (rx->left || rx->req_active || msn != rx->expected_msn)
+			return TRDMA_RX_PROTO;
+		e = trdma_rx_check_reth(qp, reth, IB_ACCESS_REMOTE_READ);
+		if (e)
+			return e;
+		spin_lock_irqsave(&qp->lock, flags);
+		if (qp->rd_tail - qp->rd_head >
+		    min_t(u32, qp->attr.max_dest_rd_atomic,
+			  TRDMA_MAX_RD_ATOM)) {
+			spin_unlock_irqrestore(&qp->lock, flags);
+			return TRDMA_RX_INVAL;
+		}
+		r = &qp->rd_resp[qp->rd_tail % ARRAY_SIZE(qp->rd_resp)];
+		r->msn = msn;
+		r->va = be64_to_cpu(reth->va);
+		r->rkey = be32_to_cpu(reth->rkey);
+		r->len = be32_to_cpu(reth->dma_len);
+		r->sent = 0;
+		qp->rd_tail++;
+		spin_unlock_irqrestore(&qp->lock, flags);
+		rx->expected_msn++;
+		trdma_tx_kick(qp);
+		return TRDMA_RX_OK;
+	}
+	case TRDMA_OP_READ_RESPONSE_FIRST:
+	case TRDMA_OP_READ_RESPONSE_MIDDLE:
+	case TRDMA_OP_READ_RESPONSE_LAST:
+	case TRDMA_OP_READ_RESPONSE_ONLY: {
+		struct trdma_swqe_info *swi;
+		struct trdma_sqe *sqe;
+		bool bad;
+
+		spin_lock_irqsave(&qp->lock, flags);
+		sqe = trdma_rx_read_wqe(qp, msn, &swi);
+		bad = !sqe || off != swi->rcvd || off + rx->left > swi->len ||
+		      ((op == TRDMA_OP_READ_RESPONSE_LAST ||
+			op == TRDMA_OP_READ_RESPONSE_ONLY) &&
+		       off + rx->left != swi->len);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return bad ? TRDMA_RX_PROTO : TRDMA_RX_OK;
+	}
+	case TRDMA_OP_ACK: {
+		const struct trdma_aeth *aeth = (void *)ext;
+
+		if (rx->left)
+			return TRDMA_RX_PROTO;
+		trdma_rx_acked(qp, be32_to_cpu(aeth->msn), aeth->syndrome);
+		return TRDMA_RX_OK;
+	}
+	default:
+		return TRDMA_RX_PROTO;
+	}
+}
+
+/* n payload bytes of the current segment at skb offset off. */
+static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
+					  struct sk_buff *skb, u32 off, u32 n)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	u8 op = rx->bth.opcode;
+	unsigned long flags;
+	int rv = 0;
+
+	if (rx->discard)
+		return TRDMA_RX_OK;
+	if (trdma_op_is_send(op)) {
+		rv = trdma_place_sges(qp, rx->rqe_sge, rx->rqe_num_sge,
+				      rx->req_placed, skb, off, n);
+		if (rv == -EMSGSIZE)
+			return TRDMA_RX_INVAL;
+		rx->req_placed += n;
+	} else if (trdma_op_is_write(op)) {
+		rv = trdma_place_key(qp, rx->req_rkey,
+				     rx->req_va + rx->req_placed,
+				     IB_ACCESS_REMOTE_WRITE, skb, off, n);
+		rx->req_placed += n;
+	} else {
+		struct trdma_swqe_info *swi;
+		struct trdma_sqe *sqe;
+		u32 at;
+
+		spin_lock_irqsave(&qp->lock, flags);
+		sqe = trdma_rx_read_wqe(qp, be32_to_cpu(rx->bth.msn), &swi);
+		at = swi ? swi->rcvd : 0;
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (!sqe)
+			return TRDMA_RX_PROTO;
+		rv = trdma_place_sges(qp, sqe->sge, sqe->num_sge, at, skb, off,
+				      n);
+		spin_lock_irqsave(&qp->lock, flags);
+		swi->rcvd += n;
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (rv)
+			return TRDMA_RX_PROTO;
+	}
+	return rv ? TRDMA_RX_ACCESS : TRDMA_RX_OK;
+}
+
+/* The current segment is complete. */
+static void trdma_rx_seg_end(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	u8 op = rx->bth.opcode;
+	unsigned long flags;
+
+	if (rx->discard) {
+		rx->discard = false;
+		return;
+	}
+	if (trdma_op_is_send(op) || trdma_op_is_write(op)) {
+		if (!trdma_op_last(op))
+			return;
+		if (rx->req_has_rqe)
+			trdma_rx_complete_recv(qp, IB_WC_SUCCESS,
+					       trdma_op_is_send(op) ?
+					       IB_WC_RECV :
+					       IB_WC_RECV_RDMA_WITH_IMM,
+					       rx->bth.flags & TRDMA_BTH_SE);
+		rx->req_active = false;
+		rx->expected_msn++;
+		spin_lock_irqsave(&qp->lock, flags);
+		trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->req_msn);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return;
+	}
+	if (op == TRDMA_OP_READ_RESPONSE_LAST ||
+	    op == TRDMA_OP_READ_RESPONSE_ONLY) {
+		struct trdma_swqe_info *swi;
+		u32 msn = be32_to_cpu(rx->bth.msn);
+
+		spin_lock_irqsave(&qp->lock, flags);
+		if (trdma_rx_read_wqe(qp, msn, &swi)) {
+			swi->done = true;
+			qp->rd_outstanding--;
+		}
+		spin_unlock_irqrestore(&qp->lock, flags);
+		/* A READ response acknowledges every earlier request. */
+		trdma_rx_acked(qp, msn, TRDMA_AETH_ACK);
+		trdma_tx_kick(qp);
+	}
+}
+
+/*
+ * Refuses the current inbound request: NAK it, complete its receive WQE in
+ * error where it has one, and move the QP to error.
+ */
+static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	u8 syndrome = e == TRDMA_RX_ACCESS ? TRDMA_AETH_NAK_REM_ACCESS :
+					     TRDMA_AETH_NAK_INV_REQ;
+	u32 msn = be32_to_cpu(rx->bth.msn);
+	unsigned long flags;
+
+	if (e == TRDMA_RX_RNR) {
+		/*
+		 * Not an error of this QP: NAK, drop this request and all later
+		 * ones until the requester sends it again.
+		 */
+		rx->rnr_wait = true;
+		rx->rnr_msn = msn;
+		rx->req_active = false;
+		rx->discard = true;
+		spin_lock_irqsave(&qp->lock, flags);
+		qp->ack_pending = false;
+		trdma_rx_queue_ack(qp, TRDMA_AETH_RNR_NAK |
+				   (qp->attr.min_rnr_timer & 0x1f), msn);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		trdma_tx_kick(qp);
+		return;
+	}
+	if (rx->req_has_rqe)
+		trdma_rx_complete_recv(qp, e == TRDMA_RX_INVAL ?
+				       IB_WC_LOC_LEN_ERR : IB_WC_LOC_PROT_ERR,
+				       IB_WC_RECV, false);
+	spin_lock_irqsave(&qp->lock, flags);
+	qp->ack_pending = false;
+	trdma_rx_queue_ack(qp, syndrome, msn);
+	qp->close_after_nak = true;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	rx->dead = true;
+	/* The QP errs now; the transmitter sends the NAK, then closes. */
+	trdma_qp_error(qp, e == TRDMA_RX_ACCESS ? IB_EVENT_QP_ACCESS_ERR :
+		       IB_EVENT_QP_REQ_ERR, false);
+	trdma_tx_kick(qp);
+}
+
+static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
+			  unsigned int offset, size_t len)
+{
+	struct trdma_qp *qp = desc->arg.data;
+	struct trdma_rx_state *rx = &qp->rx;
+	enum trdma_rx_err e = TRDMA_RX_OK;
+	size_t done = 0;
+
+	while (done < len && !rx->dead) {
+		u32 n;
+
+		if (rx->hdr_len == 0 || rx->hdr_got < rx->hdr_len) {
+			u32 need;
+
+			if (rx->hdr_got < sizeof(struct trdma_bth))
+				need = sizeof(struct trdma_bth) - rx->hdr_got;
+			else
+				need = rx->hdr_len - rx->hdr_got;
+			n = min_t(size_t, need, len - done);
+			skb_copy_bits(skb, offset + done, rx->hdr + rx->hdr_got,
+				      n);
+			rx->hdr_got += n;
+			done += n;
+			if (rx->hdr_got == sizeof(struct trdma_bth)) {
+				rx->hdr_len = trdma_hdr_len(rx->hdr[0]);
+				if (!rx->hdr_len) {
+					e = TRDMA_RX_PROTO;
+					break;
+				}
+			}
+			if (rx->hdr_got < sizeof(struct trdma_bth) ||
+			    rx->hdr_got < rx->hdr_len)
+				continue;
+			e = trdma_rx_header(qp);
+			if (e == TRDMA_RX_RNR) {
+				/* Not fatal: the stream goes on. */
+				trdma_rx_refuse(qp, e);
+				e = TRDMA_RX_OK;
+			}
+			if (e)
+				break;
+		} else {
+			n = min_t(size_t, rx->left, len - done);
+			e = trdma_rx_payload(qp, skb, offset + done, n);
+			if (e)
+				break;
+			rx->left -= n;
+			done += n;
+		}
+		if (rx->left == 0) {
+			trdma_rx_seg_end(qp);
+			rx->hdr_got = 0;
+			rx->hdr_len = 0;
+		}
+	}
+
+	if (e) {
+		const struct trdma_bth *b = (void *)rx->hdr;
+
+		ibdev_dbg(qp->ibqp.device,
+			  "QP %u: refused segment (%d): op %#x msn %u off %u len %u, expected msn %u, placed %u\n",
+			  qp->ibqp.qp_num, e, b->opcode, be32_to_cpu(b->msn),
+			  be32_to_cpu(b->offset), be32_to_cpu(b->length),
+			  rx->expected_msn, rx->req_placed);
+	}
+	if (e == TRDMA_RX_PROTO) {
+		rx->dead = true;
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	} else if (e) {
+		trdma_rx_refuse(qp, e);
+	}
+	if (rx->dead)
+		desc->count = 0;
+	return done;
+}
+
+static void trdma_rx_read(struct trdma_qp *qp, struct sock *sk)
+{
+	read_descriptor_t rd = { .arg.data = qp, .count = 1 };
+	unsigned long flags;
+	bool ack;
+
+	if (qp->rx.dead)
+		return;
+	tcp_read_sock(sk, &rd, trdma_rx_actor);
+
+	spin_lock_irqsave(&qp->lock, flags);
+	ack = qp->ack_pending;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (ack)
+		trdma_tx_kick(qp);
+}
+
+void trdma_rx_data_ready(struct sock *sk)
+{
+	struct trdma_qp *qp;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	qp = sk->sk_user_data;
+	if (qp)
+		trdma_rx_read(qp, sk);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* Process context: reads what arrived before the callbacks were set. */
+void trdma_rx_pump(struct trdma_qp *qp)
+{
+	struct sock *sk = qp->sock->sk;
+
+	lock_sock(sk);
+	trdma_rx_read(qp, sk);
+	release_sock(sk);
+}

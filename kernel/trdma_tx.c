@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma: transmit path.
+ *
+ * One work item per QP puts segments on the QP's TCP connection: the
+ * responder's ACKs first, then its READ responses, then the requester's
+ * send WQEs in order.  A segment, once started, is finished before the next
+ * one begins; payload pages of registered memory are handed to TCP without
+ * copying (do_tcp_sendpages through kernel_sendpage: Debian's 6.1 defines
+ * MSG_SPLICE_PAGES but its TCP does not honour it), headers and inline data
+ * are copied.  A SEND or WRITE completes when the responder acknowledges
+ * it, so no page is reused while TCP may still retransmit it.
+ */
+#include <linux/highmem.h>
+#include <linux/net.h>
+#include <net/sock.h>
+
+#include "trdma.h"
+#include "trdma_verbs.h"
+
+void trdma_tx_kick(struct trdma_qp *qp)
+{
+	queue_work(trdma_wq, &qp->tx_work);
+}
+
+static bool trdma_is_read(u8 opcode)
+{
+	return opcode == IB_UVERBS_WR_RDMA_READ;
+}
+
+static bool trdma_is_write(u8 opcode)
+{
+	return opcode == IB_UVERBS_WR_RDMA_WRITE ||
+	       opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static bool trdma_has_imm(u8 opcode)
+{
+	return opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
+	       opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* The RNR timer expired: send again. */
+void trdma_tx_rnr_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(to_delayed_work(work),
+					   struct trdma_qp, rnr_work);
+
+	trdma_tx_kick(qp);
+}
+
+/*
+ * After an RNR NAK for rnr_msn, the responder dropped that request and all
+ * later ones: go back to it.  Under qp->lock, between segments.
+ */
+static void trdma_tx_rewind(struct trdma_qp *qp)
+{
+	u32 i, from = qp->sq_intake;
+
+	qp->rnr_rewind = false;
+	for (i = qp->sq_retire; i != qp->sq_intake; i++) {
+		struct trdma_swqe_info *swi =
+			&qp->swi[i & (qp->sq.num_slots - 1)];
+
+		if (!swi->msn_set)
+			break;
+		if (swi->msn == qp->rnr_msn)
+			from = i;
+		if (from == qp->sq_intake)
+			continue;
+		if (trdma_is_read(((struct trdma_sqe *)
+				   trdma_swq_slot(qp, i))->opcode) &&
+		    !swi->done)
+			qp->rd_outstanding--;
+		swi->msn_set = false;
+		swi->sent = false;
+		swi->done = false;
+		swi->rcvd = 0;
+	}
+	if (from == qp->sq_intake)
+		return;
+	qp->sq_tx = from;
+	qp->tx_msn = qp->rnr_msn;
+	qp->tx_wqe_off = 0;
+}
+
+/* Header sizes by opcode; 0 for an opcode trdma does not accept. */
+u32 trdma_hdr_len(u8 op)
+{
+	u32 len = sizeof(struct trdma_bth);
+
+	switch (op) {
+	case TRDMA_OP_SEND_FIRST:
+	case TRDMA_OP_SEND_MIDDLE:
+	case TRDMA_OP_SEND_LAST:
+	case TRDMA_OP_SEND_ONLY:
+	case TRDMA_OP_WRITE_MIDDLE:
+	case TRDMA_OP_WRITE_LAST:
+	case TRDMA_OP_READ_RESPONSE_MIDDLE:
+		return len;
+	case TRDMA_OP_SEND_LAST_IMM:
+	case TRDMA_OP_SEND_ONLY_IMM:
+	case TRDMA_OP_WRITE_LAST_IMM:
+		return len + sizeof(struct trdma_immdt);
+	case TRDMA_OP_WRITE_FIRST:
+	case TRDMA_OP_WRITE_ONLY:
+	case TRDMA_OP_READ_REQUEST:
+		return len + sizeof(struct trdma_reth);
+	case TRDMA_OP_WRITE_ONLY_IMM:
+		return len + sizeof(struct trdma_reth) +
+		       sizeof(struct trdma_immdt);
+	case TRDMA_OP_READ_RESPONSE_FIRST:
+	case TRDMA_OP_READ_RESPONSE_LAST:
+	case TRDMA_OP_READ_RESPONSE_ONLY:
+	case TRDMA_OP_ACK:
+		return len + sizeof(struct trdma_aeth);
+	default:
+		return 0;
+	}
+}
+
+/* First/middle/last/only opcode of a request segment. */
+static u8 trdma_req_opcode(u8 wr_op, bool first, bool last)
+{
+	bool imm = trdma_has_imm(wr_op);
+
+	if (trdma_is_read(wr_op))
+		return TRDMA_OP_READ_REQUEST;
+	if (trdma_is_write(wr_op)) {
+		if (first && last)
+			return imm ? TRDMA_OP_WRITE_ONLY_IMM : TRDMA_OP_WRITE_ONLY;
+		if (first)
+			return TRDMA_OP_WRITE_FIRST;
+		if (last)
+			return imm ? TRDMA_OP_WRITE_LAST_IMM : TRDMA_OP_WRITE_LAST;
+		return TRDMA_OP_WRITE_MIDDLE;
+	}
+	if (first && last)
+		return imm ? TRDMA_OP_SEND_ONLY_IMM : TRDMA_OP_SEND_ONLY;
+	if (first)
+		return TRDMA_OP_SEND_FIRST;
+	if (last)
+		return imm ? TRDMA_OP_SEND_LAST_IMM : TRDMA_OP_SEND_LAST;
+	return TRDMA_OP_SEND_MIDDLE;
+}
+
+/* Writes the headers of the segment into seg->hdr. */
+static void trdma_seg_hdr(struct trdma_tx_seg *seg, u8 op, u8 flags, u32 qpn,
+			  u32 msn, const struct trdma_reth *reth,
+			  const struct trdma_aeth *aeth, const __be32 *imm)
+{
+	struct trdma_bth *bth = (struct trdma_bth *)seg->hdr;
+	u8 *p = seg->hdr + sizeof(*bth);
+
+	memset(bth, 0, sizeof(*bth));
+	bth->opcode = op;
+	bth->flags = flags;
+	bth->dest_qpn = cpu_to_be32(qpn);
+	bth->msn = cpu_to_be32(msn);
+	bth->offset = cpu_to_be32(seg->msg_off);
+	bth->length = cpu_to_be32(seg->len);
+	if (reth) {
+		memcpy(p, reth, sizeof(*reth));
+		p += sizeof(*reth);
+	}
+	if (aeth) {
+		memcpy(p, aeth, sizeof(*aeth));
+		p += sizeof(*aeth);
+	}
+	if (imm) {
+		memcpy(p, imm, sizeof(*imm));
+		p += sizeof(*imm);
+	}
+	seg->hdr_len = p - seg->hdr;
+	seg->hdr_sent = 0;
+	seg->sent = 0;
+}
+
+/*
+ * Picks the next segment to put on the wire into qp->seg.  Returns false
+ * when there is nothing to send now.  Under tx_mutex.
+ */
+static bool trdma_tx_next_seg(struct trdma_qp *qp)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	u32 dqpn = qp->attr.dest_qp_num;
+	struct trdma_swqe_info *swi;
+	struct trdma_sqe *sqe;
+	unsigned long flags;
+	bool first, ok = true;
+	u32 idx;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	/* In ERR only a last NAK still goes out. */
+	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS &&
+	    !(qp->ack_pending && qp->close_after_nak)) {
+		ok = false;
+		goto out;
+	}
+
+	if (qp->ack_pending) {
+		struct trdma_aeth aeth = {
+			.syndrome = qp->ack_syndrome,
+			.msn = cpu_to_be32(qp->ack_msn),
+		};
+
+		qp->ack_pending = false;
+		seg->kind = TRDMA_SEG_CTRL;
+		seg->len = 0;
+		seg->msg_off = 0;
+		seg->last = true;
+		trdma_seg_hdr(seg, TRDMA_OP_ACK, 0, dqpn, qp->ack_msn, NULL,
+			      &aeth, NULL);
+		goto out;
+	}
+
+	if (qp->rd_head != qp->rd_tail) {
+		struct trdma_rd_resp *r =
+			&qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+		struct trdma_aeth aeth = {
+			.syndrome = TRDMA_AETH_ACK,
+			.msn = cpu_to_be32(r->msn),
+		};
+		bool last;
+		u8 op;
+
+		first = r->sent == 0;
+		seg->kind = TRDMA_SEG_RDRESP;
+		seg->msg_off = r->sent;
+		seg->len = min_t(u32, r->len - r->sent, TRDMA_MAX_SEG);
+		last = r->sent + seg->len == r->len;
+		seg->last = last;
+		op = first && last ? TRDMA_OP_READ_RESPONSE_ONLY :
+		     first ? TRDMA_OP_READ_RESPONSE_FIRST :
+		     last ? TRDMA_OP_READ_RESPONSE_LAST :
+			    TRDMA_OP_READ_RESPONSE_MIDDLE;
+		trdma_seg_hdr(seg, op, 0, dqpn, r->msn, NULL,
+			      op == TRDMA_OP_READ_RESPONSE_MIDDLE ? NULL : &aeth,
+			      NULL);
+		goto out;
+	}
+
+	if (qp->rnr_rewind && qp->state == IB_QPS_RTS)
+		trdma_tx_rewind(qp);
+	if (qp->state != IB_QPS_RTS || qp->sq_tx == qp->sq_intake ||
+	    time_before(jiffies, qp->rnr_until)) {
+		ok = false;
+		goto out;
+	}
+	idx = qp->sq_tx;
+	sqe = trdma_swq_slot(qp, idx);
+	swi = &qp->swi[idx & (qp->sq.num_slots - 1)];
+	first = !swi->msn_set;
+	if (first) {
+		u32 max_rd = min_t(u32, qp->attr.max_rd_atomic,
+				   qp->peer_rd_atomic);
+
+		if (trdma_is_read(sqe->opcode) && qp->rd_outstanding >= max_rd) {
+			ok = false;
+			goto out;
+		}
+		if (sqe->flags & TRDMA_WQE_FENCE && qp->rd_outstanding) {
+			ok = false;
+			goto out;
+		}
+		swi->msn = qp->tx_msn++;
+		swi->msn_set = true;
+		qp->tx_wqe_off = 0;
+		if (trdma_is_read(sqe->opcode))
+			qp->rd_outstanding++;
+	}
+
+	seg->kind = TRDMA_SEG_WQE;
+	seg->wqe = idx;
+	seg->msg_off = qp->tx_wqe_off;
+	if (trdma_is_read(sqe->opcode)) {
+		struct trdma_reth reth = {
+			.va = cpu_to_be64(sqe->remote_addr),
+			.rkey = cpu_to_be32(sqe->rkey),
+			.dma_len = cpu_to_be32(swi->len),
+		};
+
+		seg->len = 0;
+		seg->last = true;
+		trdma_seg_hdr(seg, TRDMA_OP_READ_REQUEST, TRDMA_BTH_ACKREQ,
+			      dqpn, swi->msn, &reth, NULL, NULL);
+	} else {
+		struct trdma_reth reth = {
+			.va = cpu_to_be64(sqe->remote_addr),
+			.rkey = cpu_to_be32(sqe->rkey),
+			.dma_len = cpu_to_be32(swi->len),
+		};
+		__be32 imm = (__force __be32)sqe->imm_data;
+		u8 bflags = 0, op;
+
+		seg->len = min_t(u32, swi->len - seg->msg_off, TRDMA_MAX_SEG);
+		seg->last = seg->msg_off + seg->len == swi->len;
+		first = seg->msg_off == 0;
+		op = trdma_req_opcode(sqe->opcode, first, seg->last);
+		if (seg->last) {
+			if (sqe->flags & TRDMA_WQE_SOLICITED)
+				bflags |= TRDMA_BTH_SE;
+			bflags |= TRDMA_BTH_ACKREQ;
+		}
+		trdma_seg_hdr(seg, op, bflags, dqpn, swi->msn,
+			      trdma_is_write(sqe->opcode) && first ? &reth :
+								     NULL,
+			      NULL,
+			      trdma_has_imm(sqe->opcode) && seg->last ? &imm :
+									NULL);
+	}
+out:
+	if (!ok)
+		seg->kind = TRDMA_SEG_NONE;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return ok;
+}
+
+static int trdma_tx_copy(struct socket *sock, const void *buf, u32 len,
+			 bool more)
+{
+	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = {
+		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
+	};
+
+	return kernel_sendmsg(sock, &msg, &iov, 1, len);
+}
+
+/*
+ * Sends up to len payload bytes from [va, va + len) of the MR key names.
+ * Returns bytes sent, -EAGAIN, or -EACCES when the key no longer allows it.
+ */
+static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
+		       u64 va, u32 len, int access, bool more)
+{
+	struct trdma_mr *mr = trdma_mr_get(qp->tdev, key);
+	u32 pg_off, n;
+	struct page *page;
+	int rv;
+
+	if (!mr)
+		return -EACCES;
+	if (trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access)) {
+		trdma_mr_put(mr);
+		return -EACCES;
+	}
+	page = trdma_mr_page(mr, va, &pg_off);
+	n = min_t(u32, len, PAGE_SIZE - pg_off);
+	rv = kernel_sendpage(sock, page, pg_off, n,
+			     MSG_DONTWAIT | MSG_NOSIGNAL |
+			     (more || n < len ? MSG_MORE : 0));
+	trdma_mr_put(mr);
+	return rv;
+}
+
+/* Sends payload of the current WQE segment from its SGEs or inline data. */
+static int trdma_tx_wqe_payload(struct trdma_qp *qp, struct socket *sock)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	struct trdma_sqe *sqe = trdma_swq_slot(qp, seg->wqe);
+	u32 off = seg->msg_off + seg->sent, left = seg->len - seg->sent;
+	int i;
+
+	if (sqe->flags & TRDMA_WQE_INLINE)
+		return trdma_tx_copy(sock, (u8 *)sqe->sge + off, left, false);
+
+	for (i = 0; i < sqe->num_sge; i++) {
+		const struct trdma_sge *sge = &sqe->sge[i];
+
+		if (off >= sge->length) {
+			off -= sge->length;
+			continue;
+		}
+		return trdma_tx_mr(qp, sock, sge->lkey, sge->addr + off,
+				   min(left, sge->length - off), 0,
+				   left > sge->length - off);
+	}
+	return -EINVAL;
+}
+
+static int trdma_tx_rdresp_payload(struct trdma_qp *qp, struct socket *sock)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	struct trdma_rd_resp *r = &qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+
+	return trdma_tx_mr(qp, sock, r->rkey, r->va + seg->msg_off + seg->sent,
+			   seg->len - seg->sent, IB_ACCESS_REMOTE_READ, false);
+}
+
+/* Pushes the current segment.  0 when all of it is out. */
+static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	int rv;
+
+	while (seg->hdr_sent < seg->hdr_len) {
+		rv = trdma_tx_copy(sock, seg->hdr + seg->hdr_sent,
+				   seg->hdr_len - seg->hdr_sent, seg->len > 0);
+		if (rv < 0)
+			return rv;
+		seg->hdr_sent += rv;
+	}
+	while (seg->sent < seg->len) {
+		rv = seg->kind == TRDMA_SEG_WQE ?
+			trdma_tx_wqe_payload(qp, sock) :
+			trdma_tx_rdresp_payload(qp, sock);
+		if (rv < 0)
+			return rv;
+		if (rv == 0)
+			return -EAGAIN;
+		seg->sent += rv;
+	}
+	return 0;
+}
+
+/* Bookkeeping once the current segment is entirely on the wire. */
+static void trdma_tx_seg_done(struct trdma_qp *qp)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (seg->kind == TRDMA_SEG_WQE && qp->sq_tx == seg->wqe) {
+		struct trdma_swqe_info *swi =
+			&qp->swi[seg->wqe & (qp->sq.num_slots - 1)];
+
+		qp->tx_wqe_off += seg->len;
+		if (seg->last) {
+			swi->sent = true;
+			qp->sq_tx++;
+			qp->tx_wqe_off = 0;
+			/* It may have been answered already. */
+			trdma_sq_retire(qp);
+		}
+	} else if (seg->kind == TRDMA_SEG_RDRESP &&
+		   qp->rd_head != qp->rd_tail) {
+		struct trdma_rd_resp *r =
+			&qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+
+		r->sent += seg->len;
+		if (seg->last)
+			qp->rd_head++;
+	}
+	seg->kind = TRDMA_SEG_NONE;
+	spin_unlock_irqrestore(&qp->lock, flags);
+}
+
+void trdma_tx_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(work, struct trdma_qp, tx_work);
+	int rv = 0;
+
+	mutex_lock(&qp->tx_mutex);
+	while (qp->sock) {
+		if (qp->seg.kind == TRDMA_SEG_NONE && !trdma_tx_next_seg(qp))
+			break;
+		rv = trdma_tx_push(qp, qp->sock);
+		if (rv == -EAGAIN)
+			break;	/* write_space kicks us again */
+		if (rv)
+			break;
+		trdma_tx_seg_done(qp);
+		if (qp->close_after_nak && !qp->ack_pending) {
+			/* The NAK is out: now the connection goes. */
+			qp->close_after_nak = false;
+			refcount_inc(&qp->ref);
+			if (!queue_work(trdma_wq, &qp->fatal_work))
+				trdma_qp_put(qp);
+			break;
+		}
+	}
+	mutex_unlock(&qp->tx_mutex);
+
+	if (rv && rv != -EAGAIN) {
+		ibdev_dbg(qp->ibqp.device, "QP %u: transmit failed: %d\n",
+			  qp->ibqp.qp_num, rv);
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	}
+}

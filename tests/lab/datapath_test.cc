@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+// The RC data path between two QPs of one device: every operation across
+// sizes and SGE layouts with byte-for-byte checks, completion fields,
+// ordering, and the error cases (bad rkey, no receive WQE, peer gone).
+#include <arpa/inet.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "lab_util.h"
+
+using namespace trdma_lab;
+
+namespace {
+
+struct Side {
+  ibv_cq *cq = nullptr;
+  ibv_qp *qp = nullptr;
+  std::vector<uint8_t> buf;
+  ibv_mr *mr = nullptr;
+};
+
+class DataPathTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kBuf = 9 << 20;
+
+  void SetUp() override {
+    ctx_ = OpenDevice(DevName());
+    ASSERT_TRUE(ctx_);
+    pd_ = ibv_alloc_pd(ctx_.get());
+    ASSERT_NE(pd_, nullptr);
+    for (Side *s : {&a_, &b_}) {
+      s->cq = ibv_create_cq(ctx_.get(), 512, nullptr, nullptr, 0);
+      ASSERT_NE(s->cq, nullptr);
+      s->buf.assign(kBuf, 0);
+      s->mr = ibv_reg_mr(pd_, s->buf.data(), kBuf,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                             IBV_ACCESS_REMOTE_READ);
+      ASSERT_NE(s->mr, nullptr);
+      ibv_qp_init_attr ia = {};
+      ia.send_cq = s->cq;
+      ia.recv_cq = s->cq;
+      ia.qp_type = IBV_QPT_RC;
+      ia.cap = {256, 256, 4, 4, 128};
+      s->qp = ibv_create_qp(pd_, &ia);
+      ASSERT_NE(s->qp, nullptr);
+    }
+    ASSERT_EQ(Connect(a_.qp, b_.qp), 0);
+    ASSERT_EQ(Connect(b_.qp, a_.qp), 0);
+  }
+
+  void TearDown() override {
+    for (Side *s : {&a_, &b_}) {
+      if (s->qp) ibv_destroy_qp(s->qp);
+      if (s->mr) ibv_dereg_mr(s->mr);
+      if (s->cq) ibv_destroy_cq(s->cq);
+    }
+    if (pd_) ibv_dealloc_pd(pd_);
+  }
+
+  int GidIndex() {
+    for (int i = 0; i < 16; i++) {
+      ibv_gid_entry e;
+      if (ibv_query_gid_ex(ctx_.get(), 1, i, &e, 0)) continue;
+      if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && e.gid.raw[10] == 0xff &&
+          e.gid.raw[11] == 0xff)
+        return i;
+    }
+    return -1;
+  }
+
+  int Connect(ibv_qp *qp, ibv_qp *peer, uint8_t rnr_retry = 7) {
+    ibv_qp_attr a = {};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    int rv = ibv_modify_qp(qp, &a,
+                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                               IBV_QP_ACCESS_FLAGS);
+    if (rv) return rv;
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = peer->qp_num;
+    a.rq_psn = 1000 + peer->qp_num;
+    a.max_dest_rd_atomic = 8;
+    a.min_rnr_timer = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.grh.sgid_index = GidIndex();
+    a.ah_attr.grh.hop_limit = 64;
+    ibv_query_gid(ctx_.get(), 1, a.ah_attr.grh.sgid_index, &a.ah_attr.grh.dgid);
+    rv = ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                           IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (rv) return rv;
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = rnr_retry;
+    a.sq_psn = 1000 + qp->qp_num;
+    a.max_rd_atomic = 8;
+    return ibv_modify_qp(qp, &a,
+                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                             IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                             IBV_QP_MAX_QP_RD_ATOMIC);
+  }
+
+  // Waits for one completion on cq (10 s).
+  ibv_wc Wait(ibv_cq *cq) {
+    ibv_wc wc = {};
+    wc.status = IBV_WC_GENERAL_ERR;
+    wc.wr_id = ~0ull;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < end) {
+      int n = ibv_poll_cq(cq, 1, &wc);
+      if (n == 1) return wc;
+      EXPECT_EQ(n, 0);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    ADD_FAILURE() << "no completion within 10 s";
+    return wc;
+  }
+
+  void Fill(std::vector<uint8_t> &v, size_t off, size_t len, unsigned seed) {
+    std::mt19937 rng(seed);
+    for (size_t i = 0; i < len; i++) v[off + i] = static_cast<uint8_t>(rng());
+  }
+
+  // SGEs covering [off, off + len) of a side's buffer, cut into n pieces of
+  // uneven size.
+  std::vector<ibv_sge> Sges(Side &s, size_t off, uint32_t len, int n) {
+    std::vector<ibv_sge> v;
+    uint32_t left = len;
+    for (int i = 0; i < n; i++) {
+      uint32_t piece = i == n - 1 ? left : left / (n - i) + (i % 2) * 7;
+      piece = std::min(piece, left);
+      v.push_back({reinterpret_cast<uintptr_t>(s.buf.data() + off), piece,
+                   s.mr->lkey});
+      off += piece + 3;  // a gap between pieces
+      left -= piece;
+    }
+    return v;
+  }
+
+  int PostRecv(Side &s, uint64_t id, std::vector<ibv_sge> sges) {
+    ibv_recv_wr wr = {}, *bad;
+    wr.wr_id = id;
+    wr.sg_list = sges.data();
+    wr.num_sge = sges.size();
+    return ibv_post_recv(s.qp, &wr, &bad);
+  }
+
+  int PostSend(Side &s, uint64_t id, ibv_wr_opcode op, std::vector<ibv_sge> sg,
+               uint64_t raddr = 0, uint32_t rkey = 0, uint32_t imm = 0,
+               int flags = IBV_SEND_SIGNALED) {
+    ibv_send_wr wr = {}, *bad;
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.sg_list = sg.data();
+    wr.num_sge = sg.size();
+    wr.send_flags = flags;
+    wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    return ibv_post_send(s.qp, &wr, &bad);
+  }
+
+  // Bytes [off, off+len) of `from` equal the scattered bytes of `sges`.
+  static bool SameScattered(const uint8_t *from, const std::vector<ibv_sge> &sg) {
+    size_t at = 0;
+    for (const ibv_sge &s : sg) {
+      if (memcmp(from + at, reinterpret_cast<void *>(s.addr), s.length))
+        return false;
+      at += s.length;
+    }
+    return true;
+  }
+
+  Context ctx_;
+  ibv_pd *pd_ = nullptr;
+  Side a_, b_;
+};
+
+const uint32_t kSizes[] = {0, 1, 7, 4095, 4096, 4097, 65536, 65537,
+                           1 << 20, 4 << 20};
+
+TEST_F(DataPathTest, SendAcrossSizesAndSgeLayouts) {
+  unsigned seed = 1;
+  for (uint32_t len : kSizes)
+    for (int nsge : {1, 3}) {
+      SCOPED_TRACE("len " + std::to_string(len) + " sges " +
+                   std::to_string(nsge));
+      Fill(a_.buf, 0, len + 64, seed++);
+      std::fill(b_.buf.begin(), b_.buf.begin() + len + 64, 0);
+      auto src = Sges(a_, 0, len, len ? nsge : 0);
+      auto dst = Sges(b_, 0, len + 16, 2);
+      ASSERT_EQ(PostRecv(b_, 7, dst), 0);
+      ASSERT_EQ(PostSend(a_, 8, IBV_WR_SEND, src), 0);
+      ibv_wc r = Wait(b_.cq), s = Wait(a_.cq);
+      ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+      ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+      EXPECT_EQ(r.wr_id, 7u);
+      EXPECT_EQ(r.opcode, IBV_WC_RECV);
+      EXPECT_EQ(r.byte_len, len);
+      EXPECT_EQ(r.qp_num, b_.qp->qp_num);
+      EXPECT_EQ(r.src_qp, a_.qp->qp_num);
+      EXPECT_EQ(r.wc_flags & IBV_WC_WITH_IMM, 0u);
+      EXPECT_EQ(s.wr_id, 8u);
+      EXPECT_EQ(s.opcode, IBV_WC_SEND);
+      // The payload, gathered from A, lands scattered over B's SGEs.
+      std::vector<uint8_t> sent;
+      for (auto &g : src)
+        sent.insert(sent.end(), reinterpret_cast<uint8_t *>(g.addr),
+                    reinterpret_cast<uint8_t *>(g.addr) + g.length);
+      std::vector<uint8_t> got;
+      for (auto &g : dst)
+        got.insert(got.end(), reinterpret_cast<uint8_t *>(g.addr),
+                   reinterpret_cast<uint8_t *>(g.addr) + g.length);
+      got.resize(len);
+      EXPECT_TRUE(sent == got);
+    }
+}
+
+TEST_F(DataPathTest, SendWithImmAndInline) {
+  Fill(a_.buf, 0, 100, 42);
+  ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 0, 4096, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND_WITH_IMM, Sges(a_, 0, 100, 1), 0, 0,
+                     0xdeadbeef, IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+            0);
+  ibv_wc r = Wait(b_.cq), s = Wait(a_.cq);
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS);
+  ASSERT_EQ(s.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r.opcode, IBV_WC_RECV);
+  EXPECT_TRUE(r.wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(ntohl(r.imm_data), 0xdeadbeefu);
+  EXPECT_EQ(r.byte_len, 100u);
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), 100), 0);
+}
+
+TEST_F(DataPathTest, WriteAndReadAcrossSizes) {
+  unsigned seed = 100;
+  for (uint32_t len : kSizes)
+    for (int nsge : {1, 4}) {
+      SCOPED_TRACE("len " + std::to_string(len) + " sges " +
+                   std::to_string(nsge));
+      const size_t roff = 4 << 20;  // remote target area
+      Fill(a_.buf, 0, len + 64, seed++);
+      std::fill(b_.buf.begin() + roff, b_.buf.begin() + roff + len + 8, 0);
+      auto src = Sges(a_, 0, len, len ? nsge : 0);
+      uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data() + roff);
+      ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, src, raddr, b_.mr->rkey),
+                0);
+      ibv_wc s = Wait(a_.cq);
+      ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+      EXPECT_EQ(s.opcode, IBV_WC_RDMA_WRITE);
+      EXPECT_TRUE(SameScattered(b_.buf.data() + roff, src));
+      EXPECT_EQ(b_.buf[roff + len], 0);  // nothing past the end
+
+      // Read it back into other places of A.
+      const size_t loff = 2 << 20;
+      std::fill(a_.buf.begin() + loff, a_.buf.begin() + loff + len + 64, 0);
+      auto dst = Sges(a_, loff, len, len ? nsge : 0);
+      ASSERT_EQ(PostSend(a_, 2, IBV_WR_RDMA_READ, dst, raddr, b_.mr->rkey),
+                0);
+      s = Wait(a_.cq);
+      ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+      EXPECT_EQ(s.opcode, IBV_WC_RDMA_READ);
+      EXPECT_TRUE(SameScattered(b_.buf.data() + roff, dst));
+    }
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &none), 0);  // WRITEs complete nothing
+}
+
+TEST_F(DataPathTest, WriteWithImmConsumesAReceive) {
+  Fill(a_.buf, 0, 5000, 7);
+  ASSERT_EQ(PostRecv(b_, 9, {}), 0);  // a receive without SGEs
+  uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data() + 100);
+  ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_WRITE_WITH_IMM, Sges(a_, 0, 5000, 2),
+                     raddr, b_.mr->rkey, 0x1234),
+            0);
+  ibv_wc r = Wait(b_.cq), s = Wait(a_.cq);
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS);
+  ASSERT_EQ(s.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r.wr_id, 9u);
+  EXPECT_EQ(r.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(ntohl(r.imm_data), 0x1234u);
+  EXPECT_EQ(r.byte_len, 5000u);
+
+  // Zero bytes, address 0 and rkey 0 are fine for a zero-length write.
+  ASSERT_EQ(PostRecv(b_, 10, {}), 0);
+  ASSERT_EQ(PostSend(a_, 4, IBV_WR_RDMA_WRITE_WITH_IMM, {}, 0, 0, 5), 0);
+  r = Wait(b_.cq);
+  s = Wait(a_.cq);
+  EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r.byte_len, 0u);
+  EXPECT_EQ(s.status, IBV_WC_SUCCESS);
+}
+
+TEST_F(DataPathTest, WriteIsPlacedBeforeALaterSendCompletes) {
+  for (int i = 0; i < 20; i++) {
+    uint32_t len = 256 << 10;
+    Fill(a_.buf, 0, len, 500 + i);
+    ASSERT_EQ(PostRecv(b_, i, Sges(b_, 8 << 20, 64, 1)), 0);
+    uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data());
+    ASSERT_EQ(PostSend(a_, 0, IBV_WR_RDMA_WRITE, Sges(a_, 0, len, 1), raddr,
+                       b_.mr->rkey, 0, 0),
+              0);  // unsignaled
+    ASSERT_EQ(PostSend(a_, 100 + i, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
+    ibv_wc r = Wait(b_.cq);
+    ASSERT_EQ(r.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), len), 0);
+    // The unsignaled WRITE retires with the signaled SEND: one completion.
+    ibv_wc s = Wait(a_.cq);
+    EXPECT_EQ(s.wr_id, 100u + i);
+  }
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);
+}
+
+TEST_F(DataPathTest, ManyOutstandingReadsAndSends) {
+  const int n = 64;
+  Fill(b_.buf, 0, n * 4096, 77);
+  for (int i = 0; i < n; i++) {
+    uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data() + i * 4096);
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_READ,
+                       Sges(a_, i * 4096, 4096, 1), raddr, b_.mr->rkey),
+              0);
+  }
+  for (int i = 0; i < n; i++) {
+    ibv_wc s = Wait(a_.cq);
+    ASSERT_EQ(s.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(s.wr_id, static_cast<uint64_t>(i));  // in order
+  }
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), n * 4096), 0);
+}
+
+TEST_F(DataPathTest, BadRkeyIsARemoteAccessError) {
+  uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data());
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, Sges(a_, 0, 64, 1), raddr,
+                     b_.mr->rkey ^ 0x100),
+            0);
+  ibv_wc s = Wait(a_.cq);
+  EXPECT_EQ(s.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(s.status);
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_ACCESS_ERR, 5000));
+  ibv_qp_attr at;
+  ibv_qp_init_attr ia;
+  ASSERT_EQ(ibv_query_qp(a_.qp, &at, IBV_QP_STATE, &ia), 0);
+  EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
+  ASSERT_EQ(ibv_query_qp(b_.qp, &at, IBV_QP_STATE, &ia), 0);
+  EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
+}
+
+TEST_F(DataPathTest, ReadBeyondTheRegionIsARemoteAccessError) {
+  uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data() + kBuf - 16);
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_READ, Sges(a_, 0, 64, 1), raddr,
+                     b_.mr->rkey),
+            0);
+  ibv_wc s = Wait(a_.cq);
+  EXPECT_EQ(s.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(s.status);
+}
+
+TEST_F(DataPathTest, NoReceiveWithoutRnrRetryFails) {
+  ibv_qp_attr a = {};
+  a.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(a_.qp, &a, IBV_QP_STATE), 0);
+  ASSERT_EQ(ibv_modify_qp(b_.qp, &a, IBV_QP_STATE), 0);
+  ibv_destroy_qp(a_.qp);
+  ibv_destroy_qp(b_.qp);
+  a_.qp = b_.qp = nullptr;
+  for (Side *s : {&a_, &b_}) {
+    ibv_qp_init_attr ia = {};
+    ia.send_cq = s->cq;
+    ia.recv_cq = s->cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap = {16, 16, 1, 1, 0};
+    s->qp = ibv_create_qp(pd_, &ia);
+    ASSERT_NE(s->qp, nullptr);
+  }
+  ASSERT_EQ(Connect(a_.qp, b_.qp, 0), 0);
+  ASSERT_EQ(Connect(b_.qp, a_.qp, 0), 0);
+  ASSERT_EQ(PostSend(a_, 5, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
+  ibv_wc s = Wait(a_.cq);
+  EXPECT_EQ(s.wr_id, 5u);
+  EXPECT_EQ(s.status, IBV_WC_RNR_RETRY_EXC_ERR) << ibv_wc_status_str(s.status);
+}
+
+// Without a receive WQE the responder answers RNR NAK and drops the SEND
+// and everything after it; the requester sends them again after the RNR
+// timer, and once receives are posted all arrive, in order, once.
+TEST_F(DataPathTest, RnrRetryDeliversOnceReceivesArePosted) {
+  const int n = 5;
+  for (int i = 0; i < n; i++) {
+    Fill(a_.buf, i * 100, 100, 900 + i);
+    ASSERT_EQ(PostSend(a_, 50 + i, IBV_WR_SEND, Sges(a_, i * 100, 100, 1)), 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);  // nothing completed yet
+  for (int i = 0; i < n; i++)
+    ASSERT_EQ(PostRecv(b_, 70 + i, Sges(b_, 8192 + i * 128, 128, 1)), 0);
+  for (int i = 0; i < n; i++) {
+    ibv_wc r = Wait(b_.cq);
+    ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+    EXPECT_EQ(r.wr_id, 70u + i);
+    EXPECT_EQ(r.byte_len, 100u);
+    EXPECT_EQ(memcmp(b_.buf.data() + 8192 + i * 128, a_.buf.data() + i * 100,
+                     100),
+              0);
+  }
+  for (int i = 0; i < n; i++) {
+    ibv_wc s = Wait(a_.cq);
+    ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+    EXPECT_EQ(s.wr_id, 50u + i);
+  }
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &none), 0);  // nothing twice
+}
+
+TEST_F(DataPathTest, PeerGoneFlushesAndRaisesQpFatal) {
+  ASSERT_EQ(PostRecv(a_, 11, Sges(a_, 0, 64, 1)), 0);
+  ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
+  b_.qp = nullptr;
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
+  ibv_wc r = Wait(a_.cq);
+  EXPECT_EQ(r.wr_id, 11u);
+  EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+}
+
+}  // namespace
