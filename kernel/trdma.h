@@ -196,7 +196,7 @@ struct trdma_ah {
 /* Largest segment payload a sender puts behind one trdma_bth. */
 #define TRDMA_MAX_SEG		(64 * 1024)
 /* Largest header of a segment: bth + reth + aeth + immdt. */
-#define TRDMA_MAX_HDR		64
+#define TRDMA_MAX_HDR		64	/* bth + atomic_eth is the largest */
 #define TRDMA_MAX_RD_ATOM	16
 #define TRDMA_MAX_SGE		32	/* ceiling of the max_sge parameter */
 
@@ -211,8 +211,10 @@ struct trdma_swqe_info {
 	u32 rcvd;		/* READ: response bytes placed */
 };
 
-/* A READ request the responder is answering. */
+/* A READ or atomic request the responder is answering. */
 struct trdma_rd_resp {
+	bool atomic;		/* an ATOMIC_ACK with orig */
+	u64 orig;
 	u32 msn;
 	u32 rkey;
 	u64 va;

@@ -84,10 +84,12 @@ static void trdma_sq_flush(struct trdma_qp *qp)
 
 	lockdep_assert_held(&qp->lock);
 
-	for (; qp->sq_retire != qp->sq_intake; qp->sq_retire++) {
+	while (qp->sq_retire != qp->sq_intake) {
 		u8 status = trdma_swi(qp, qp->sq_retire)->status;
 
 		sqe = trdma_swq_slot(qp, qp->sq_retire);
+		/* The slot is free before its completion shows. */
+		smp_store_release(&qp->sq.ctrl->cons, ++qp->sq_retire);
 		trdma_complete(qp, qp->ibqp.send_cq, sqe->wr_id,
 			       trdma_wc_opcode(sqe->opcode),
 			       status == IB_WC_SUCCESS ? IB_WC_WR_FLUSH_ERR :
@@ -101,6 +103,8 @@ static void trdma_sq_flush(struct trdma_qp *qp)
 		sqe = trdma_ring_slot(&qp->sq, qp->sq_intake);
 		wr_id = READ_ONCE(sqe->wr_id);
 		opcode = READ_ONCE(sqe->opcode);
+		/* The slot is free before its completion shows. */
+		smp_store_release(&qp->sq.ctrl->cons, qp->sq_retire + 1);
 		trdma_complete(qp, qp->ibqp.send_cq, wr_id,
 			       trdma_wc_opcode(opcode), IB_WC_WR_FLUSH_ERR);
 	}
@@ -115,8 +119,6 @@ static void trdma_sq_flush(struct trdma_qp *qp)
  */
 void trdma_sq_retire(struct trdma_qp *qp)
 {
-	bool moved = false;
-
 	lockdep_assert_held(&qp->lock);
 	while (qp->sq_retire != qp->sq_tx) {
 		struct trdma_swqe_info *swi = trdma_swi(qp, qp->sq_retire);
@@ -124,16 +126,18 @@ void trdma_sq_retire(struct trdma_qp *qp)
 
 		if (!swi->done)
 			break;
+		qp->sq_retire++;
+		/*
+		 * Free the slot before the completion can be seen: a consumer
+		 * that posts again on seeing it must find room.  The kernel's
+		 * copy stays ours while we hold qp->lock.
+		 */
+		smp_store_release(&qp->sq.ctrl->cons, qp->sq_retire);
 		if (sqe->flags & TRDMA_WQE_SIGNALED || qp->sq_sig_all)
 			trdma_complete(qp, qp->ibqp.send_cq, sqe->wr_id,
 				       trdma_wc_opcode(sqe->opcode),
 				       IB_WC_SUCCESS);
-		qp->sq_retire++;
-		moved = true;
 	}
-	if (moved)
-		/* Done with the slots before the producer may reuse them. */
-		smp_store_release(&qp->sq.ctrl->cons, qp->sq_retire);
 }
 
 static void trdma_rq_flush(struct trdma_qp *qp)
@@ -268,8 +272,16 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 			return IB_WC_LOC_QP_OP_ERR;
 		access = IB_ACCESS_LOCAL_WRITE;
 		break;
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		/* One 8-byte sink for the original value. */
+		if (sqe->flags & TRDMA_WQE_INLINE || sqe->num_sge != 1 ||
+		    sqe->sge[0].length != sizeof(u64))
+			return IB_WC_LOC_QP_OP_ERR;
+		access = IB_ACCESS_LOCAL_WRITE;
+		break;
 	default:
-		/* Atomics and the memory-window opcodes are not offered. */
+		/* The memory-window and invalidation opcodes are not offered. */
 		return IB_WC_LOC_QP_OP_ERR;
 	}
 

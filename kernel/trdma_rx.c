@@ -17,6 +17,23 @@
 #include "trdma.h"
 #include "trdma_verbs.h"
 
+/* Why a segment cannot be accepted. */
+enum trdma_rx_err {
+	TRDMA_RX_OK,
+	TRDMA_RX_PROTO,		/* malformed: close the connection */
+	TRDMA_RX_ACCESS,	/* NAK remote access error */
+	TRDMA_RX_INVAL,		/* NAK invalid request */
+	TRDMA_RX_RNR,		/* no receive WQE */
+};
+
+/* READs and atomics complete with their response, not with an ACK. */
+static bool trdma_wqe_answered(u8 opcode)
+{
+	return opcode == IB_UVERBS_WR_RDMA_READ ||
+	       opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 /* Copies n bytes at skb offset off into [va, va + n) of mr. */
 static void trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
 			u32 off, u32 n)
@@ -57,6 +74,70 @@ static int trdma_place_key(struct trdma_qp *qp, u32 key, u64 va, int access,
 		trdma_place(mr, va, skb, off, n);
 	trdma_mr_put(mr);
 	return rv;
+}
+
+/* Copies len bytes from buf to [va, va + len) of the MR lkey names. */
+static int trdma_place_buf(struct trdma_qp *qp, u32 lkey, u64 va,
+			   const void *buf, u32 len)
+{
+	struct trdma_mr *mr = trdma_mr_get(qp->tdev, lkey);
+	int rv;
+
+	if (!mr)
+		return -EACCES;
+	rv = trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len,
+			    IB_ACCESS_LOCAL_WRITE);
+	while (!rv && len) {
+		u32 pg_off, n;
+		struct page *page = trdma_mr_page(mr, va, &pg_off);
+		void *dst = kmap_local_page(page);
+
+		n = min_t(u32, len, PAGE_SIZE - pg_off);
+		memcpy(dst + pg_off, buf, n);
+		kunmap_local(dst);
+		buf += n;
+		va += n;
+		len -= n;
+	}
+	trdma_mr_put(mr);
+	return rv;
+}
+
+/*
+ * Executes an atomic on the responder's memory: atomic with respect to the
+ * CPU's own atomics on the same 8 bytes.  Returns the original value.
+ */
+static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp, u8 op,
+					 const struct trdma_atomic_eth *a,
+					 u64 *orig)
+{
+	u64 va = be64_to_cpu(a->va);
+	struct trdma_mr *mr;
+	u32 pg_off;
+	void *p;
+
+	if (!(qp->attr.qp_access_flags & IB_ACCESS_REMOTE_ATOMIC))
+		return TRDMA_RX_ACCESS;
+	if (va & (sizeof(u64) - 1))
+		return TRDMA_RX_INVAL;
+	mr = trdma_mr_get(qp->tdev, be32_to_cpu(a->rkey));
+	if (!mr)
+		return TRDMA_RX_ACCESS;
+	if (trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, sizeof(u64),
+			   IB_ACCESS_REMOTE_ATOMIC)) {
+		trdma_mr_put(mr);
+		return TRDMA_RX_ACCESS;
+	}
+	p = kmap_local_page(trdma_mr_page(mr, va, &pg_off));
+	if (op == TRDMA_OP_COMPARE_SWAP)
+		*orig = cmpxchg64((u64 *)(p + pg_off), be64_to_cpu(a->compare),
+				  be64_to_cpu(a->swap_add));
+	else
+		*orig = atomic64_fetch_add(be64_to_cpu(a->swap_add),
+					   (atomic64_t *)(p + pg_off));
+	kunmap_local(p);
+	trdma_mr_put(mr);
+	return TRDMA_RX_OK;
 }
 
 /* Places n bytes at message offset msg_off into a scatter list. */
@@ -250,7 +331,7 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 			break;
 		}
 		/* A READ completes with its response, not with an ACK. */
-		if (sqe->opcode != IB_UVERBS_WR_RDMA_READ && !swi->done) {
+		if (!trdma_wqe_answered(sqe->opcode) && !swi->done) {
 			swi->done = true;
 			qp->rnr_left = qp->attr.rnr_retry;
 		}
@@ -262,7 +343,7 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 }
 
-/* The READ WQE a response with this MSN answers, or NULL. */
+/* The READ (or atomic) WQE a response with this MSN answers, or NULL. */
 static struct trdma_sqe *trdma_rx_read_wqe(struct trdma_qp *qp, u32 msn,
 					   struct trdma_swqe_info **swip)
 {
@@ -275,7 +356,7 @@ static struct trdma_sqe *trdma_rx_read_wqe(struct trdma_qp *qp, u32 msn,
 
 		if (!swi->msn_set)
 			break;
-		if (swi->msn == msn && sqe->opcode == IB_UVERBS_WR_RDMA_READ &&
+		if (swi->msn == msn && trdma_wqe_answered(sqe->opcode) &&
 		    !swi->done) {
 			*swip = swi;
 			return sqe;
@@ -283,15 +364,6 @@ static struct trdma_sqe *trdma_rx_read_wqe(struct trdma_qp *qp, u32 msn,
 	}
 	return NULL;
 }
-
-/* Why a segment cannot be accepted. */
-enum trdma_rx_err {
-	TRDMA_RX_OK,
-	TRDMA_RX_PROTO,		/* malformed: close the connection */
-	TRDMA_RX_ACCESS,	/* NAK remote access error */
-	TRDMA_RX_INVAL,		/* NAK invalid request */
-	TRDMA_RX_RNR,		/* no receive WQE */
-};
 
 /* Checks a new inbound WRITE or READ target against rkey and rights. */
 static enum trdma_rx_err trdma_rx_check_reth(struct trdma_qp *qp,
@@ -443,6 +515,7 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 			return TRDMA_RX_INVAL;
 		}
 		r = &qp->rd_resp[qp->rd_tail % ARRAY_SIZE(qp->rd_resp)];
+		r->atomic = false;
 		r->msn = msn;
 		r->va = be64_to_cpu(reth->va);
 		r->rkey = be32_to_cpu(reth->rkey);
@@ -470,6 +543,74 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		       off + rx->left != swi->len);
 		spin_unlock_irqrestore(&qp->lock, flags);
 		return bad ? TRDMA_RX_PROTO : TRDMA_RX_OK;
+	}
+	case TRDMA_OP_COMPARE_SWAP:
+	case TRDMA_OP_FETCH_ADD: {
+		struct trdma_rd_resp *r;
+		enum trdma_rx_err e;
+		u64 orig = 0;
+		bool full;
+
+		if (rx->left || rx->req_active || msn != rx->expected_msn)
+			return TRDMA_RX_PROTO;
+		spin_lock_irqsave(&qp->lock, flags);
+		full = qp->rd_tail - qp->rd_head >
+		       min_t(u32, qp->attr.max_dest_rd_atomic,
+			     TRDMA_MAX_RD_ATOM);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (full)
+			return TRDMA_RX_INVAL;
+		e = trdma_rx_atomic(qp, op, (void *)ext, &orig);
+		if (e)
+			return e;
+		spin_lock_irqsave(&qp->lock, flags);
+		r = &qp->rd_resp[qp->rd_tail % ARRAY_SIZE(qp->rd_resp)];
+		r->atomic = true;
+		r->orig = orig;
+		r->msn = msn;
+		r->len = 0;
+		r->sent = 0;
+		qp->rd_tail++;
+		spin_unlock_irqrestore(&qp->lock, flags);
+		rx->expected_msn++;
+		trdma_tx_kick(qp);
+		return TRDMA_RX_OK;
+	}
+	case TRDMA_OP_ATOMIC_ACK: {
+		const struct trdma_atomic_ack_eth *ack =
+			(void *)(ext + sizeof(struct trdma_aeth));
+		struct trdma_swqe_info *swi;
+		struct trdma_sqe *sqe;
+		u64 orig = be64_to_cpu(ack->orig);
+		u64 addr = 0;
+		u32 lkey = 0;
+		int rv;
+
+		if (rx->left)
+			return TRDMA_RX_PROTO;
+		spin_lock_irqsave(&qp->lock, flags);
+		sqe = trdma_rx_read_wqe(qp, msn, &swi);
+		if (sqe && sqe->opcode != IB_UVERBS_WR_RDMA_READ) {
+			addr = sqe->sge[0].addr;
+			lkey = sqe->sge[0].lkey;
+		} else {
+			sqe = NULL;
+		}
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (!sqe)
+			return TRDMA_RX_PROTO;
+		rv = trdma_place_buf(qp, lkey, addr, &orig, sizeof(orig));
+		spin_lock_irqsave(&qp->lock, flags);
+		if (rv)
+			swi->status = IB_WC_LOC_PROT_ERR;
+		swi->done = true;
+		qp->rd_outstanding--;
+		spin_unlock_irqrestore(&qp->lock, flags);
+		trdma_rx_acked(qp, msn, TRDMA_AETH_ACK);
+		if (rv)
+			trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+		trdma_tx_kick(qp);
+		return TRDMA_RX_OK;
 	}
 	case TRDMA_OP_ACK: {
 		const struct trdma_aeth *aeth = (void *)ext;

@@ -23,9 +23,16 @@ void trdma_tx_kick(struct trdma_qp *qp)
 	queue_work(trdma_wq, &qp->tx_work);
 }
 
+static bool trdma_is_atomic(u8 opcode)
+{
+	return opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* READs and atomics: answered by a response, bounded by max_rd_atomic. */
 static bool trdma_is_read(u8 opcode)
 {
-	return opcode == IB_UVERBS_WR_RDMA_READ;
+	return opcode == IB_UVERBS_WR_RDMA_READ || trdma_is_atomic(opcode);
 }
 
 static bool trdma_is_write(u8 opcode)
@@ -114,6 +121,12 @@ u32 trdma_hdr_len(u8 op)
 	case TRDMA_OP_READ_RESPONSE_ONLY:
 	case TRDMA_OP_ACK:
 		return len + sizeof(struct trdma_aeth);
+	case TRDMA_OP_COMPARE_SWAP:
+	case TRDMA_OP_FETCH_ADD:
+		return len + sizeof(struct trdma_atomic_eth);
+	case TRDMA_OP_ATOMIC_ACK:
+		return len + sizeof(struct trdma_aeth) +
+		       sizeof(struct trdma_atomic_ack_eth);
 	default:
 		return 0;
 	}
@@ -224,6 +237,22 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 		bool last;
 		u8 op;
 
+		if (r->atomic) {
+			struct trdma_atomic_ack_eth ack = {
+				.orig = cpu_to_be64(r->orig),
+			};
+
+			seg->kind = TRDMA_SEG_RDRESP;
+			seg->msg_off = 0;
+			seg->len = 0;
+			seg->last = true;
+			trdma_seg_hdr(seg, TRDMA_OP_ATOMIC_ACK, 0, dqpn, r->msn,
+				      NULL, &aeth, NULL);
+			memcpy(seg->hdr + seg->hdr_len, &ack, sizeof(ack));
+			seg->hdr_len += sizeof(ack);
+			goto out;
+		}
+
 		first = r->sent == 0;
 		seg->kind = TRDMA_SEG_RDRESP;
 		seg->msg_off = r->sent;
@@ -273,7 +302,24 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 	seg->kind = TRDMA_SEG_WQE;
 	seg->wqe = idx;
 	seg->msg_off = qp->tx_wqe_off;
-	if (trdma_is_read(sqe->opcode)) {
+	if (trdma_is_atomic(sqe->opcode)) {
+		struct trdma_atomic_eth aeth = {
+			.va = cpu_to_be64(sqe->remote_addr),
+			.rkey = cpu_to_be32(sqe->rkey),
+			.swap_add = cpu_to_be64(sqe->opcode ==
+						IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ?
+						sqe->swap : sqe->compare_add),
+			.compare = cpu_to_be64(sqe->compare_add),
+		};
+
+		seg->len = 0;
+		seg->last = true;
+		trdma_seg_hdr(seg, sqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ?
+			      TRDMA_OP_COMPARE_SWAP : TRDMA_OP_FETCH_ADD,
+			      TRDMA_BTH_ACKREQ, dqpn, swi->msn, NULL, NULL, NULL);
+		memcpy(seg->hdr + seg->hdr_len, &aeth, sizeof(aeth));
+		seg->hdr_len += sizeof(aeth);
+	} else if (trdma_is_read(sqe->opcode)) {
 		struct trdma_reth reth = {
 			.va = cpu_to_be64(sqe->remote_addr),
 			.rkey = cpu_to_be32(sqe->rkey),

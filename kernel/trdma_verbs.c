@@ -13,8 +13,9 @@
 /*
  * Device attributes.  Every resource limit is the one the create verbs
  * enforce (trdma_limits, set by module parameters at load time); features
- * not offered yet (atomics, memory windows, fast registration) are
- * reported absent.
+ * not offered yet (memory windows, fast registration, masked atomics) are
+ * reported absent.  Atomics are atomic with respect to other trdma atomics
+ * and to the CPU's own atomic operations on the target (IB_ATOMIC_HCA).
  */
 int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 		       struct ib_udata *udata)
@@ -45,7 +46,7 @@ int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 	attr->max_qp_rd_atom = l->max_qp_rd_atom;
 	attr->max_qp_init_rd_atom = l->max_qp_rd_atom;
 	attr->max_res_rd_atom = l->max_qp_rd_atom * l->max_qp;
-	attr->atomic_cap = IB_ATOMIC_NONE;
+	attr->atomic_cap = IB_ATOMIC_HCA;
 	attr->max_ah = l->max_ah;
 	attr->max_srq = l->max_srq;
 	attr->max_srq_wr = l->max_srq_wr;

@@ -87,8 +87,7 @@ TEST_F(DeviceTest, QueryDeviceIsHonest) {
   EXPECT_EQ(attr.orig_attr.vendor_id, 0xffffffu);
   EXPECT_EQ(attr.orig_attr.max_pkeys, 1);
   EXPECT_EQ(attr.orig_attr.sys_image_guid, attr.orig_attr.node_guid);
-  // Atomics are not offered yet, and the device says so.
-  EXPECT_EQ(attr.orig_attr.atomic_cap, IBV_ATOMIC_NONE);
+  EXPECT_EQ(attr.orig_attr.atomic_cap, IBV_ATOMIC_HCA);
 
   // The node GUID is the EUI-64 of the netdev's MAC, as on a RoCE NIC.
   unsigned m[6];

@@ -8,8 +8,8 @@
  * connecting side's TRDMA_HELLO_REQ, then the accepting side's ACCEPT or
  * REJECT).  After that the stream is a sequence of segments, each a
  * struct trdma_bth, the extension headers its opcode calls for, in the
- * order RETH/AtomicETH, AETH, AtomicAckETH, ImmDt/IETH, then bth.length
- * payload bytes.
+ * order RETH/AtomicETH, AETH, AtomicAckETH, ImmDt, then bth.length payload
+ * bytes.
  */
 #ifndef _UAPI_RDMA_TRDMA_WIRE_H
 #define _UAPI_RDMA_TRDMA_WIRE_H
@@ -110,6 +110,20 @@ enum trdma_syndrome {
 	TRDMA_AETH_NAK_INV_REQ = 0x61,
 	TRDMA_AETH_NAK_REM_ACCESS = 0x62,
 	TRDMA_AETH_NAK_REM_OP = 0x63,
+};
+
+/* Atomic extended transport header: COMPARE_SWAP and FETCH_ADD. */
+struct trdma_atomic_eth {
+	__be64 va;		/* 8-byte aligned */
+	__be32 rkey;
+	__be32 reserved;
+	__be64 swap_add;	/* the value to swap in, or to add */
+	__be64 compare;		/* COMPARE_SWAP: the value to compare with */
+};
+
+/* Atomic acknowledge extended transport header: ATOMIC_ACK. */
+struct trdma_atomic_ack_eth {
+	__be64 orig;		/* the target's value before the operation */
 };
 
 /* Immediate data (ImmDt) or the rkey to invalidate (IETH). */
