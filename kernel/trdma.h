@@ -109,6 +109,16 @@ struct trdma_dev {
 	u32 qp_next;		/* xa_alloc_cyclic cursor, under xa lock */
 
 	struct trdma_counts counts;
+
+	/*
+	 * TCP settings of this device's connections, set through sysfs and
+	 * applied to each new connection; under knob_lock.
+	 */
+	spinlock_t knob_lock;		/* see above */
+	char tcp_cc[16];		/* congestion control; "" = default */
+	int tcp_sndbuf;			/* bytes; 0 = autotuning */
+	int tcp_rcvbuf;			/* bytes; 0 = autotuning */
+	bool tcp_nodelay;
 };
 
 struct trdma_ucontext {

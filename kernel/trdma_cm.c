@@ -82,6 +82,46 @@ static int trdma_send_all(struct socket *sock, void *buf, size_t len)
 	return rv == len ? 0 : (rv < 0 ? rv : -EIO);
 }
 
+/*
+ * Applies the device's TCP settings to a connection's socket.  Buffer sizes
+ * are forced (not capped by net.core.wmem_max/rmem_max: the administrator
+ * set them for this device); given before connect() they also size the
+ * window scale.
+ */
+static void trdma_cm_tune(struct trdma_dev *tdev, struct socket *sock)
+{
+	char cc[sizeof(tdev->tcp_cc)];
+	int sndbuf, rcvbuf, rv;
+
+	spin_lock(&tdev->knob_lock);
+	memcpy(cc, tdev->tcp_cc, sizeof(cc));
+	sndbuf = tdev->tcp_sndbuf;
+	rcvbuf = tdev->tcp_rcvbuf;
+	spin_unlock(&tdev->knob_lock);
+
+	if (cc[0]) {
+		rv = sock->ops->setsockopt(sock, SOL_TCP, TCP_CONGESTION,
+					   KERNEL_SOCKPTR(cc), strlen(cc));
+		if (rv)
+			ibdev_warn_ratelimited(&tdev->ibdev,
+					       "congestion control %s: %d\n",
+					       cc, rv);
+	}
+	if (sndbuf)
+		sock_setsockopt(sock, SOL_SOCKET, SO_SNDBUFFORCE,
+				KERNEL_SOCKPTR(&sndbuf), sizeof(sndbuf));
+	if (rcvbuf)
+		sock_set_rcvbuf(sock->sk, rcvbuf);
+	if (READ_ONCE(tdev->tcp_nodelay)) {
+		tcp_sock_set_nodelay(sock->sk);
+	} else {
+		int off = 0;
+
+		sock->ops->setsockopt(sock, SOL_TCP, TCP_NODELAY,
+				      KERNEL_SOCKPTR(&off), sizeof(off));
+	}
+}
+
 /* The side with the smaller (GID, QPN) connects. */
 static bool trdma_cm_is_active(struct trdma_qp *qp)
 {
@@ -132,7 +172,7 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	unsigned long flags;
 
 	lockdep_assert_held(&qp->state_mutex);
-	tcp_sock_set_nodelay(sk);
+	trdma_cm_tune(qp->tdev, sock);
 	qp->peer_rd_atomic = min_t(u8, peer->max_dest_rd_atomic,
 				   TRDMA_MAX_RD_ATOM);
 	memset(&qp->rx, 0, sizeof(qp->rx));
@@ -234,6 +274,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 			      &sock);
 	if (rv)
 		goto fail;
+	trdma_cm_tune(qp->tdev, sock);
 	sock->sk->sk_sndtimeo = trdma_accept_timeout * HZ;
 	sock->sk->sk_rcvtimeo = (trdma_accept_timeout + 5) * HZ;
 

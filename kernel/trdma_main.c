@@ -6,6 +6,7 @@
  * and the netdev notifier that keeps each port's state in step with its
  * netdev.
  */
+#include <linux/ctype.h>
 #include <linux/if_arp.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -146,9 +147,125 @@ static ssize_t parent_show(struct device *device,
 }
 static DEVICE_ATTR_RO(parent);
 
+static struct trdma_dev *trdma_attr_dev(struct device *device)
+{
+	return rdma_device_to_drv_device(device, struct trdma_dev, ibdev);
+}
+
+static ssize_t tcp_congestion_show(struct device *device,
+				   struct device_attribute *attr, char *buf)
+{
+	struct trdma_dev *tdev = trdma_attr_dev(device);
+	ssize_t n;
+
+	spin_lock(&tdev->knob_lock);
+	n = sysfs_emit(buf, "%s\n", tdev->tcp_cc);
+	spin_unlock(&tdev->knob_lock);
+	return n;
+}
+
+static ssize_t tcp_congestion_store(struct device *device,
+				    struct device_attribute *attr,
+				    const char *buf, size_t count)
+{
+	struct trdma_dev *tdev = trdma_attr_dev(device);
+	char name[sizeof(tdev->tcp_cc)];
+	size_t len = strcspn(buf, "\n");
+	size_t i;
+
+	if (len >= sizeof(name))
+		return -EINVAL;
+	for (i = 0; i < len; i++)
+		if (!isalnum(buf[i]) && buf[i] != '_' && buf[i] != '-')
+			return -EINVAL;
+	memcpy(name, buf, len);
+	name[len] = 0;
+	spin_lock(&tdev->knob_lock);
+	strscpy(tdev->tcp_cc, name, sizeof(tdev->tcp_cc));
+	spin_unlock(&tdev->knob_lock);
+	return count;
+}
+static DEVICE_ATTR_RW(tcp_congestion);
+
+static ssize_t trdma_int_store(struct device *device, const char *buf,
+			       int *field, int min, int max)
+{
+	struct trdma_dev *tdev = trdma_attr_dev(device);
+	int val, rv;
+
+	rv = kstrtoint(buf, 0, &val);
+	if (rv)
+		return rv;
+	if (val < min || val > max)
+		return -EINVAL;
+	spin_lock(&tdev->knob_lock);
+	*field = val;
+	spin_unlock(&tdev->knob_lock);
+	return 0;
+}
+
+static ssize_t tcp_sndbuf_show(struct device *device,
+			       struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n",
+			  READ_ONCE(trdma_attr_dev(device)->tcp_sndbuf));
+}
+
+static ssize_t tcp_sndbuf_store(struct device *device,
+				struct device_attribute *attr,
+				const char *buf, size_t count)
+{
+	return trdma_int_store(device, buf,
+			       &trdma_attr_dev(device)->tcp_sndbuf, 0,
+			       INT_MAX / 2) ?: count;
+}
+static DEVICE_ATTR_RW(tcp_sndbuf);
+
+static ssize_t tcp_rcvbuf_show(struct device *device,
+			       struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n",
+			  READ_ONCE(trdma_attr_dev(device)->tcp_rcvbuf));
+}
+
+static ssize_t tcp_rcvbuf_store(struct device *device,
+				struct device_attribute *attr,
+				const char *buf, size_t count)
+{
+	return trdma_int_store(device, buf,
+			       &trdma_attr_dev(device)->tcp_rcvbuf, 0,
+			       INT_MAX / 2) ?: count;
+}
+static DEVICE_ATTR_RW(tcp_rcvbuf);
+
+static ssize_t tcp_nodelay_show(struct device *device,
+				struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n",
+			  READ_ONCE(trdma_attr_dev(device)->tcp_nodelay));
+}
+
+static ssize_t tcp_nodelay_store(struct device *device,
+				 struct device_attribute *attr,
+				 const char *buf, size_t count)
+{
+	bool on;
+	int rv = kstrtobool(buf, &on);
+
+	if (rv)
+		return rv;
+	WRITE_ONCE(trdma_attr_dev(device)->tcp_nodelay, on);
+	return count;
+}
+static DEVICE_ATTR_RW(tcp_nodelay);
+
 static struct attribute *trdma_dev_attributes[] = {
 	&dev_attr_hca_type.attr,
 	&dev_attr_parent.attr,
+	&dev_attr_tcp_congestion.attr,
+	&dev_attr_tcp_sndbuf.attr,
+	&dev_attr_tcp_rcvbuf.attr,
+	&dev_attr_tcp_nodelay.attr,
 	NULL,
 };
 
@@ -261,6 +378,8 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 
 	netdev_hold(ndev, &tdev->netdev_tracker, GFP_KERNEL);
 	tdev->netdev = ndev;
+	spin_lock_init(&tdev->knob_lock);
+	tdev->tcp_nodelay = true;
 	xa_init_flags(&tdev->mr_xa, XA_FLAGS_ALLOC1);
 	xa_init_flags(&tdev->qp_xa, XA_FLAGS_ALLOC);
 

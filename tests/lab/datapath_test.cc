@@ -504,6 +504,69 @@ TEST_F(DataPathTest, RnrRetryDeliversOnceReceivesArePosted) {
   EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &none), 0);  // nothing twice
 }
 
+// An armed SRQ limit fires once when arriving SENDs take the SRQ below it.
+TEST_F(DataPathTest, SrqLimitEventFiresWhenReceivesRunLow) {
+  ibv_srq_init_attr sa = {};
+  sa.attr = {16, 1, 0};
+  ibv_srq *srq = ibv_create_srq(pd_, &sa);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp_init_attr ia = {};
+  ia.send_cq = b_.cq;
+  ia.recv_cq = b_.cq;
+  ia.srq = srq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {16, 0, 1, 0, 0};
+  ibv_qp *qp = ibv_create_qp(pd_, &ia);
+  ASSERT_NE(qp, nullptr);
+  ibv_qp_init_attr ia2 = {};
+  ia2.send_cq = a_.cq;
+  ia2.recv_cq = a_.cq;
+  ia2.qp_type = IBV_QPT_RC;
+  ia2.cap = {16, 1, 1, 1, 0};
+  ibv_qp *sender = ibv_create_qp(pd_, &ia2);
+  ASSERT_NE(sender, nullptr);
+  ASSERT_EQ(Connect(qp, sender), 0);
+  ASSERT_EQ(Connect(sender, qp), 0);
+
+  for (int i = 0; i < 10; i++) {
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(b_.buf.data() + i * 64), 64,
+                   b_.mr->lkey};
+    ibv_recv_wr wr = {}, *bad;
+    wr.wr_id = i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+  }
+  ibv_srq_attr m = {};
+  m.srq_limit = 6;
+  ASSERT_EQ(ibv_modify_srq(srq, &m, IBV_SRQ_LIMIT), 0);
+
+  // 4 arrivals leave 6 receives: not below the limit yet.
+  ibv_send_wr wr = {}, *bad;
+  ibv_sge sge = {reinterpret_cast<uintptr_t>(a_.buf.data()), 8, a_.mr->lkey};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  for (int i = 0; i < 4; i++) {
+    wr.wr_id = 200 + i;
+    ASSERT_EQ(ibv_post_send(sender, &wr, &bad), 0);
+    ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  }
+  EXPECT_FALSE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_SRQ_LIMIT_REACHED, 300));
+  wr.wr_id = 300;
+  ASSERT_EQ(ibv_post_send(sender, &wr, &bad), 0);  // 5 left: below 6
+  ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_SRQ_LIMIT_REACHED, 5000));
+  ibv_srq_attr q;
+  ASSERT_EQ(ibv_query_srq(srq, &q), 0);
+  EXPECT_EQ(q.srq_limit, 0u);  // disarmed
+  for (int i = 0; i < 5; i++) EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+  ibv_destroy_qp(sender);
+  ibv_destroy_qp(qp);
+  ibv_destroy_srq(srq);
+}
+
 TEST_F(DataPathTest, PeerGoneFlushesAndRaisesQpFatal) {
   ASSERT_EQ(PostRecv(a_, 11, Sges(a_, 0, 64, 1)), 0);
   ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
