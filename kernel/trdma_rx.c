@@ -418,6 +418,37 @@ static bool trdma_op_imm(u8 op)
 	       op == TRDMA_OP_WRITE_LAST_IMM || op == TRDMA_OP_WRITE_ONLY_IMM;
 }
 
+/*
+ * Whether one more READ or atomic response fits: at most max_dest_rd_atomic
+ * outstanding (one more in flight on loopback, see trdma_qp.rd_resp).  Only
+ * the receive path adds responses, so room found stays.
+ */
+static bool trdma_rx_resp_room(struct trdma_qp *qp)
+{
+	unsigned long flags;
+	bool room;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	room = qp->rd_tail - qp->rd_head <=
+	       min_t(u32, qp->attr.max_dest_rd_atomic, TRDMA_MAX_RD_ATOM);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return room;
+}
+
+/* Queues the response to a READ or atomic request, which takes its MSN. */
+static void trdma_rx_queue_resp(struct trdma_qp *qp,
+				const struct trdma_rd_resp *resp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	qp->rd_resp[qp->rd_tail % ARRAY_SIZE(qp->rd_resp)] = *resp;
+	qp->rd_tail++;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	qp->rx.expected_msn++;
+	trdma_tx_kick(qp);
+}
+
 /* A complete segment header arrived in rx->hdr; take it in. */
 static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 {
@@ -499,7 +530,12 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 	switch (op) {
 	case TRDMA_OP_READ_REQUEST: {
 		const struct trdma_reth *reth = (void *)ext;
-		struct trdma_rd_resp *r;
+		struct trdma_rd_resp r = {
+			.msn = msn,
+			.va = be64_to_cpu(reth->va),
+			.rkey = be32_to_cpu(reth->rkey),
+			.len = be32_to_cpu(reth->dma_len),
+		};
 		enum trdma_rx_err e;
 
 		if (rx->left || rx->req_active || msn != rx->expected_msn)
@@ -507,24 +543,9 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		e = trdma_rx_check_reth(qp, reth, IB_ACCESS_REMOTE_READ);
 		if (e)
 			return e;
-		spin_lock_irqsave(&qp->lock, flags);
-		if (qp->rd_tail - qp->rd_head >
-		    min_t(u32, qp->attr.max_dest_rd_atomic,
-			  TRDMA_MAX_RD_ATOM)) {
-			spin_unlock_irqrestore(&qp->lock, flags);
+		if (!trdma_rx_resp_room(qp))
 			return TRDMA_RX_INVAL;
-		}
-		r = &qp->rd_resp[qp->rd_tail % ARRAY_SIZE(qp->rd_resp)];
-		r->atomic = false;
-		r->msn = msn;
-		r->va = be64_to_cpu(reth->va);
-		r->rkey = be32_to_cpu(reth->rkey);
-		r->len = be32_to_cpu(reth->dma_len);
-		r->sent = 0;
-		qp->rd_tail++;
-		spin_unlock_irqrestore(&qp->lock, flags);
-		rx->expected_msn++;
-		trdma_tx_kick(qp);
+		trdma_rx_queue_resp(qp, &r);
 		return TRDMA_RX_OK;
 	}
 	case TRDMA_OP_READ_RESPONSE_FIRST:
@@ -546,34 +567,18 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 	}
 	case TRDMA_OP_COMPARE_SWAP:
 	case TRDMA_OP_FETCH_ADD: {
-		struct trdma_rd_resp *r;
+		struct trdma_rd_resp r = { .atomic = true, .msn = msn };
 		enum trdma_rx_err e;
-		u64 orig = 0;
-		bool full;
 
 		if (rx->left || rx->req_active || msn != rx->expected_msn)
 			return TRDMA_RX_PROTO;
-		spin_lock_irqsave(&qp->lock, flags);
-		full = qp->rd_tail - qp->rd_head >
-		       min_t(u32, qp->attr.max_dest_rd_atomic,
-			     TRDMA_MAX_RD_ATOM);
-		spin_unlock_irqrestore(&qp->lock, flags);
-		if (full)
+		/* Room first: an executed atomic must be answered. */
+		if (!trdma_rx_resp_room(qp))
 			return TRDMA_RX_INVAL;
-		e = trdma_rx_atomic(qp, op, (void *)ext, &orig);
+		e = trdma_rx_atomic(qp, op, (void *)ext, &r.orig);
 		if (e)
 			return e;
-		spin_lock_irqsave(&qp->lock, flags);
-		r = &qp->rd_resp[qp->rd_tail % ARRAY_SIZE(qp->rd_resp)];
-		r->atomic = true;
-		r->orig = orig;
-		r->msn = msn;
-		r->len = 0;
-		r->sent = 0;
-		qp->rd_tail++;
-		spin_unlock_irqrestore(&qp->lock, flags);
-		rx->expected_msn++;
-		trdma_tx_kick(qp);
+		trdma_rx_queue_resp(qp, &r);
 		return TRDMA_RX_OK;
 	}
 	case TRDMA_OP_ATOMIC_ACK: {
