@@ -3,6 +3,10 @@
 // sizes and SGE layouts with byte-for-byte checks, completion fields,
 // ordering, and the error cases (bad rkey, no receive WQE, peer gone).
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <poll.h>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +16,8 @@
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <rdma/trdma-wire.h>
 
 #include "lab_util.h"
 
@@ -565,6 +571,126 @@ TEST_F(DataPathTest, SrqLimitEventFiresWhenReceivesRunLow) {
   ibv_destroy_qp(sender);
   ibv_destroy_qp(qp);
   ibv_destroy_srq(srq);
+}
+
+// A CQ armed for solicited completions only wakes up for a SEND that asks.
+TEST_F(DataPathTest, SolicitedOnlyNotification) {
+  ibv_comp_channel *ch = ibv_create_comp_channel(ctx_.get());
+  ASSERT_NE(ch, nullptr);
+  ibv_cq *cq = ibv_create_cq(ctx_.get(), 16, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp_init_attr ia = {};
+  ia.send_cq = cq;
+  ia.recv_cq = cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {8, 8, 1, 1, 0};
+  ibv_qp *rq = ibv_create_qp(pd_, &ia);
+  ASSERT_NE(rq, nullptr);
+  ia.send_cq = a_.cq;
+  ia.recv_cq = a_.cq;
+  ibv_qp *sq = ibv_create_qp(pd_, &ia);
+  ASSERT_NE(sq, nullptr);
+  ASSERT_EQ(Connect(rq, sq), 0);
+  ASSERT_EQ(Connect(sq, rq), 0);
+  for (int i = 0; i < 2; i++) {
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(b_.buf.data()), 64,
+                   b_.mr->lkey};
+    ibv_recv_wr wr = {}, *bad;
+    wr.wr_id = i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_recv(rq, &wr, &bad), 0);
+  }
+  ASSERT_EQ(ibv_req_notify_cq(cq, 1), 0);  // solicited only
+
+  ibv_sge sge = {reinterpret_cast<uintptr_t>(a_.buf.data()), 8, a_.mr->lkey};
+  ibv_send_wr wr = {}, *bad;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ASSERT_EQ(ibv_post_send(sq, &wr, &bad), 0);
+  ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  pollfd pfd = {ch->fd, POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 300), 0) << "event for an unsolicited SEND";
+
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+  ASSERT_EQ(ibv_post_send(sq, &wr, &bad), 0);
+  ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "no event for a solicited SEND";
+  ibv_cq *ev_cq;
+  void *ev_ctx;
+  ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+  EXPECT_EQ(ev_cq, cq);
+  ibv_ack_cq_events(cq, 1);
+  ibv_wc wc[2];
+  EXPECT_EQ(ibv_poll_cq(cq, 2, wc), 2);
+  ibv_destroy_qp(sq);
+  ibv_destroy_qp(rq);
+  ibv_destroy_cq(cq);
+  ibv_destroy_comp_channel(ch);
+}
+
+// A peer that completes the hello and then sends a malformed segment: the
+// connection is closed, only that QP goes to error (QP_FATAL), other QPs
+// keep working.
+TEST_F(DataPathTest, MalformedSegmentClosesOnlyThatConnection) {
+  ibv_qp_init_attr ia = {};
+  ia.send_cq = b_.cq;
+  ia.recv_cq = b_.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {8, 8, 1, 1, 0};
+  ibv_qp *victim = ibv_create_qp(pd_, &ia);
+  ASSERT_NE(victim, nullptr);
+  // Its "peer" is QPN 1 on our own GID: smaller, so the victim accepts.
+  ibv_qp fake = *victim;
+  fake.qp_num = 1;
+  ASSERT_EQ(Connect(victim, &fake), 0);
+  ibv_sge sge = {reinterpret_cast<uintptr_t>(b_.buf.data()), 64, b_.mr->lkey};
+  ibv_recv_wr rwr = {}, *rbad;
+  rwr.wr_id = 77;
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(victim, &rwr, &rbad), 0);
+
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(TRDMA_DEFAULT_PORT);
+  inet_pton(AF_INET, NetdevAddr().c_str(), &sa.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)), 0);
+  trdma_hello h = {};
+  h.magic = htonl(TRDMA_HELLO_MAGIC);
+  h.version = TRDMA_WIRE_VERSION;
+  h.type = TRDMA_HELLO_REQ;
+  h.src_qpn = htonl(1);
+  h.dst_qpn = htonl(victim->qp_num);
+  ibv_gid gid;
+  ASSERT_EQ(ibv_query_gid(ctx_.get(), 1, GidIndex(), &gid), 0);
+  memcpy(h.src_gid, gid.raw, 16);
+  memcpy(h.dst_gid, gid.raw, 16);
+  ASSERT_EQ(write(fd, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  trdma_hello r = {};
+  ASSERT_EQ(read(fd, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r)));
+  EXPECT_EQ(r.type, TRDMA_HELLO_ACCEPT);
+
+  const uint8_t junk[40] = {0x7f, 0xff, 0xff, 0xff};  // unknown opcode
+  ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
+  char c;
+  EXPECT_EQ(read(fd, &c, 1), 0);  // closed by trdma
+  close(fd);
+  ibv_wc wc = Wait(b_.cq);
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  ibv_destroy_qp(victim);
+
+  // The fixture's QPs never noticed.
+  ASSERT_EQ(PostRecv(b_, 5, Sges(b_, 0, 64, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 6, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
+  EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
 }
 
 TEST_F(DataPathTest, PeerGoneFlushesAndRaisesQpFatal) {
