@@ -63,6 +63,24 @@ struct trdma_limits {
 
 extern struct trdma_limits trdma_limits;
 
+/* Port counters, shown by `rdma statistic` (trdma_verbs.c names them). */
+enum trdma_counter {
+	TRDMA_CNT_TX_SEGMENTS,
+	TRDMA_CNT_TX_BYTES,
+	TRDMA_CNT_RX_SEGMENTS,
+	TRDMA_CNT_RX_BYTES,
+	TRDMA_CNT_ACKS_SENT,
+	TRDMA_CNT_NAKS_SENT,
+	TRDMA_CNT_RNR_NAKS_SENT,
+	TRDMA_CNT_RNR_RETRIES,
+	TRDMA_CNT_REMOTE_ERRORS,
+	TRDMA_CNT_MALFORMED,
+	TRDMA_CNT_CONNECTIONS,
+	TRDMA_CNT_CONNECT_FAILURES,
+	TRDMA_CNT_QP_FATAL,
+	TRDMA_NUM_COUNTERS
+};
+
 /* Objects a device has; each bounded by its trdma_limits entry. */
 struct trdma_counts {
 	atomic_t pd;
@@ -109,6 +127,7 @@ struct trdma_dev {
 	u32 qp_next;		/* xa_alloc_cyclic cursor, under xa lock */
 
 	struct trdma_counts counts;
+	atomic64_t counters[TRDMA_NUM_COUNTERS];
 
 	/*
 	 * TCP settings of this device's connections, set through sysfs and
@@ -398,6 +417,12 @@ to_tmmap(struct rdma_user_mmap_entry *e)
 static inline struct trdma_dev *to_tdev(struct ib_device *ibdev)
 {
 	return container_of(ibdev, struct trdma_dev, ibdev);
+}
+
+static inline void trdma_count(struct trdma_dev *tdev, enum trdma_counter c,
+			       u64 n)
+{
+	atomic64_add(n, &tdev->counters[c]);
 }
 
 static inline struct trdma_ucontext *to_tuctx(struct ib_ucontext *ibuctx)

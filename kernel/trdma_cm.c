@@ -194,6 +194,7 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	spin_unlock_irqrestore(&qp->lock, flags);
 	mutex_unlock(&qp->tx_mutex);
 
+	trdma_count(qp->tdev, TRDMA_CNT_CONNECTIONS, 1);
 	ibdev_dbg(qp->ibqp.device, "QP %u connected to QP %u\n",
 		  qp->ibqp.qp_num, qp->attr.dest_qp_num);
 	/* Data may have arrived before the callbacks were ours. */
@@ -319,8 +320,10 @@ void trdma_cm_connect_work(struct work_struct *work)
 fail:
 	ibdev_dbg(qp->ibqp.device, "QP %u: connect to QP %u failed: %d\n",
 		  qp->ibqp.qp_num, qp->attr.dest_qp_num, rv);
-	if (rv != -ECANCELED)
+	if (rv != -ECANCELED) {
+		trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	}
 out:
 	trdma_qp_put(qp);
 }

@@ -292,6 +292,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = TRDMA_ABI_VERSION,
 
+	.alloc_hw_port_stats = trdma_alloc_hw_port_stats,
 	.alloc_pd = trdma_alloc_pd,
 	.alloc_ucontext = trdma_alloc_ucontext,
 	.create_ah = trdma_create_ah,
@@ -310,6 +311,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.device_group = &trdma_attr_group,
 	.get_dev_fw_str = trdma_get_dev_fw_str,
 	.get_dma_mr = trdma_get_dma_mr,
+	.get_hw_stats = trdma_get_hw_stats,
 	.get_link_layer = trdma_get_link_layer,
 	.get_port_immutable = trdma_get_port_immutable,
 	.mmap = trdma_mmap,

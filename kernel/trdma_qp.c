@@ -218,6 +218,8 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 
 	if (was_err)
 		return;
+	if (event == IB_EVENT_QP_FATAL)
+		trdma_count(qp->tdev, TRDMA_CNT_QP_FATAL, 1);
 	/* The connection is closed in process context. */
 	if (close) {
 		refcount_inc(&qp->ref);

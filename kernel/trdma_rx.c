@@ -339,8 +339,10 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 	trdma_sq_retire(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
 
-	if (st != IB_WC_SUCCESS)
+	if (st != IB_WC_SUCCESS) {
+		trdma_count(qp->tdev, TRDMA_CNT_REMOTE_ERRORS, 1);
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	}
 }
 
 /* The READ (or atomic) WQE a response with this MSN answers, or NULL. */
@@ -796,6 +798,10 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			if (rx->hdr_got < sizeof(struct trdma_bth) ||
 			    rx->hdr_got < rx->hdr_len)
 				continue;
+			trdma_count(qp->tdev, TRDMA_CNT_RX_SEGMENTS, 1);
+			trdma_count(qp->tdev, TRDMA_CNT_RX_BYTES,
+				    rx->hdr_len + be32_to_cpu(((struct trdma_bth *)
+							       rx->hdr)->length));
 			e = trdma_rx_header(qp);
 			if (e == TRDMA_RX_RNR) {
 				/* Not fatal: the stream goes on. */
@@ -829,6 +835,7 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			  rx->expected_msn, rx->req_placed);
 	}
 	if (e == TRDMA_RX_PROTO) {
+		trdma_count(qp->tdev, TRDMA_CNT_MALFORMED, 1);
 		rx->dead = true;
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 	} else if (e) {

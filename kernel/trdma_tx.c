@@ -65,6 +65,7 @@ static void trdma_tx_rewind(struct trdma_qp *qp)
 	u32 i, from = qp->sq_intake;
 
 	qp->rnr_rewind = false;
+	trdma_count(qp->tdev, TRDMA_CNT_RNR_RETRIES, 1);
 	for (i = qp->sq_retire; i != qp->sq_intake; i++) {
 		struct trdma_swqe_info *swi =
 			&qp->swi[i & (qp->sq.num_slots - 1)];
@@ -460,6 +461,23 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
 	return 0;
 }
 
+static void trdma_tx_count(struct trdma_qp *qp)
+{
+	const struct trdma_bth *bth = (void *)qp->seg.hdr;
+	struct trdma_dev *tdev = qp->tdev;
+
+	trdma_count(tdev, TRDMA_CNT_TX_SEGMENTS, 1);
+	trdma_count(tdev, TRDMA_CNT_TX_BYTES, qp->seg.hdr_len + qp->seg.len);
+	if (bth->opcode == TRDMA_OP_ACK) {
+		const struct trdma_aeth *aeth = (void *)(bth + 1);
+
+		trdma_count(tdev, aeth->syndrome == TRDMA_AETH_ACK ?
+			    TRDMA_CNT_ACKS_SENT :
+			    (aeth->syndrome & 0xe0) == TRDMA_AETH_RNR_NAK ?
+			    TRDMA_CNT_RNR_NAKS_SENT : TRDMA_CNT_NAKS_SENT, 1);
+	}
+}
+
 /* Bookkeeping once the current segment is entirely on the wire. */
 static void trdma_tx_seg_done(struct trdma_qp *qp)
 {
@@ -506,6 +524,7 @@ void trdma_tx_work(struct work_struct *work)
 			break;	/* write_space kicks us again */
 		if (rv)
 			break;
+		trdma_tx_count(qp);
 		trdma_tx_seg_done(qp);
 		if (qp->close_after_nak && !qp->ack_pending) {
 			/* The NAK is out: now the connection goes. */

@@ -55,6 +55,42 @@ int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 	return 0;
 }
 
+static const struct rdma_stat_desc trdma_counter_descs[] = {
+	[TRDMA_CNT_TX_SEGMENTS].name = "tx_segments",
+	[TRDMA_CNT_TX_BYTES].name = "tx_bytes",
+	[TRDMA_CNT_RX_SEGMENTS].name = "rx_segments",
+	[TRDMA_CNT_RX_BYTES].name = "rx_bytes",
+	[TRDMA_CNT_ACKS_SENT].name = "acks_sent",
+	[TRDMA_CNT_NAKS_SENT].name = "naks_sent",
+	[TRDMA_CNT_RNR_NAKS_SENT].name = "rnr_naks_sent",
+	[TRDMA_CNT_RNR_RETRIES].name = "rnr_retries",
+	[TRDMA_CNT_REMOTE_ERRORS].name = "remote_errors",
+	[TRDMA_CNT_MALFORMED].name = "malformed_segments",
+	[TRDMA_CNT_CONNECTIONS].name = "connections",
+	[TRDMA_CNT_CONNECT_FAILURES].name = "connect_failures",
+	[TRDMA_CNT_QP_FATAL].name = "qp_fatal",
+};
+
+struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,
+						u32 port)
+{
+	BUILD_BUG_ON(ARRAY_SIZE(trdma_counter_descs) != TRDMA_NUM_COUNTERS);
+	return rdma_alloc_hw_stats_struct(trdma_counter_descs,
+					  TRDMA_NUM_COUNTERS,
+					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+int trdma_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
+		       u32 port, int index)
+{
+	struct trdma_dev *tdev = to_tdev(ibdev);
+	int i;
+
+	for (i = 0; i < TRDMA_NUM_COUNTERS; i++)
+		stats->value[i] = atomic64_read(&tdev->counters[i]);
+	return TRDMA_NUM_COUNTERS;
+}
+
 int trdma_query_port(struct ib_device *ibdev, u32 port,
 		     struct ib_port_attr *attr)
 {

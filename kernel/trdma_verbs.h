@@ -16,6 +16,10 @@ int trdma_get_port_immutable(struct ib_device *ibdev, u32 port,
 			     struct ib_port_immutable *immutable);
 enum rdma_link_layer trdma_get_link_layer(struct ib_device *ibdev, u32 port);
 void trdma_get_dev_fw_str(struct ib_device *ibdev, char *str);
+struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,
+						u32 port);
+int trdma_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
+		       u32 port, int index);
 int trdma_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata);
 void trdma_dealloc_ucontext(struct ib_ucontext *ibuctx);
 

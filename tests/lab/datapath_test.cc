@@ -634,7 +634,17 @@ TEST_F(DataPathTest, SolicitedOnlyNotification) {
 // A peer that completes the hello and then sends a malformed segment: the
 // connection is closed, only that QP goes to error (QP_FATAL), other QPs
 // keep working.
+// The value of a port counter that `rdma statistic` shows.
+long Counter(const std::string &name) {
+  std::string out = ShOut("rdma statistic show link " + DevName() + "/1");
+  size_t at = out.find(" " + name + " ");
+  return at == std::string::npos ? -1
+                                 : std::stol(out.substr(at + name.size() + 2));
+}
+
 TEST_F(DataPathTest, MalformedSegmentClosesOnlyThatConnection) {
+  const long malformed = Counter("malformed_segments");
+  ASSERT_GE(malformed, 0);
   ibv_qp_init_attr ia = {};
   ia.send_cq = b_.cq;
   ia.recv_cq = b_.cq;
@@ -681,6 +691,7 @@ TEST_F(DataPathTest, MalformedSegmentClosesOnlyThatConnection) {
   char c;
   EXPECT_EQ(read(fd, &c, 1), 0);  // closed by trdma
   close(fd);
+  EXPECT_EQ(Counter("malformed_segments"), malformed + 1);
   ibv_wc wc = Wait(b_.cq);
   EXPECT_EQ(wc.wr_id, 77u);
   EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
