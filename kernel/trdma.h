@@ -232,7 +232,6 @@ struct trdma_ah {
 /* Per send WQE state of the kernel's copy (indexed like swq). */
 struct trdma_swqe_info {
 	u8 status;		/* ib_wc_status of the intake check */
-	bool sent;		/* every byte (or the READ request) is out */
 	bool done;		/* acknowledged, or READ response placed */
 	bool msn_set;		/* msn assigned: transmission started */
 	u32 msn;		/* request MSN on the wire */

@@ -81,7 +81,6 @@ static void trdma_tx_rewind(struct trdma_qp *qp)
 		    !swi->done)
 			qp->rd_outstanding--;
 		swi->msn_set = false;
-		swi->sent = false;
 		swi->done = false;
 		swi->rcvd = 0;
 	}
@@ -486,12 +485,8 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 
 	spin_lock_irqsave(&qp->lock, flags);
 	if (seg->kind == TRDMA_SEG_WQE && qp->sq_tx == seg->wqe) {
-		struct trdma_swqe_info *swi =
-			&qp->swi[seg->wqe & (qp->sq.num_slots - 1)];
-
 		qp->tx_wqe_off += seg->len;
 		if (seg->last) {
-			swi->sent = true;
 			qp->sq_tx++;
 			qp->tx_wqe_off = 0;
 			/* It may have been answered already. */
