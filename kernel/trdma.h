@@ -78,6 +78,10 @@ enum trdma_counter {
 	TRDMA_CNT_CONNECTIONS,
 	TRDMA_CNT_CONNECT_FAILURES,
 	TRDMA_CNT_QP_FATAL,
+	TRDMA_CNT_TCPOPT_TAGGED,
+	TRDMA_CNT_TCPOPT_LEFT_OFF,
+	TRDMA_CNT_TCPOPT_AGREE,
+	TRDMA_CNT_TCPOPT_DISAGREE,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -265,6 +269,32 @@ struct trdma_tx_seg {
 	       TRDMA_SEG_CTRL } kind;
 	u32 wqe;		/* SEG_WQE: swq index */
 	bool last;		/* last segment of its message */
+	bool opt_noted;		/* its trdma TCP option record is made */
+};
+
+/* Where one trdma segment handed to TCP starts (trdma_tcpopt.c). */
+struct trdma_txopt_rec {
+	u32 start;		/* stream offset of its BTH, from the ISN */
+	u32 len;		/* header and payload bytes */
+	__be32 op_qpn;		/* as in struct trdma_tcp_opt */
+	__be32 msn;
+};
+
+/*
+ * The transmit side of the trdma TCP option of a QP's connection.  The
+ * transmit work appends records (under tx_mutex); the netfilter output
+ * hook, which runs under the socket's lock, looks them up.  lock (a BH
+ * lock: the hook may run in softirq) protects recs, size, head and tail.
+ */
+struct trdma_txopt {
+	spinlock_t lock;		/* see above */
+	struct trdma_txopt_rec *recs;	/* ring of size entries */
+	u32 size;			/* a power of two */
+	u32 head;			/* free running; next free entry */
+	u32 tail;			/* oldest entry still needed */
+	u32 iss;		/* the connection's ISN; set at attach */
+	u32 next;		/* offset of the next byte for TCP; tx_mutex */
+	bool on;		/* tag this connection; under lock and sk lock */
 };
 
 /* Receive side state; only the socket's receive path touches it. */
@@ -294,6 +324,11 @@ struct trdma_rx_state {
 	bool discard;		/* skip the current segment's payload */
 	u32 expected_msn;	/* next request MSN from the peer */
 	bool dead;		/* stream refused: read no more */
+	/* The trdma TCP option (trdma_tcpopt.c) of the last skb begun. */
+	u32 pos;		/* stream offset of the next byte, from the ISN */
+	u32 seg_start;		/* stream offset of the current BTH */
+	bool opt_pending;	/* opt awaits the header it names */
+	struct trdma_tcp_opt opt;
 };
 
 /*
@@ -339,6 +374,9 @@ struct trdma_qp {
 	struct socket *connecting;	/* active connect in progress */
 	struct work_struct connect_work;
 	struct work_struct fatal_work;
+	/* The peer closed in order while we owed it nothing; under lock. */
+	bool peer_closed;
+	struct delayed_work peer_gone_work;
 	u8 peer_rd_atomic;		/* peer's max_dest_rd_atomic */
 	void (*saved_data_ready)(struct sock *sk);
 	void (*saved_write_space)(struct sock *sk);
@@ -353,6 +391,7 @@ struct trdma_qp {
 	u32 tx_wqe_off;			/* bytes of WQE sq_tx already out */
 	u32 rd_outstanding;		/* READs sent, response not complete */
 	struct trdma_tx_seg seg;
+	struct trdma_txopt txopt;
 	/* Responder work queued by the receive path; under lock. */
 	bool ack_pending;
 	bool close_after_nak;		/* a NAK goes out, then we close */
@@ -453,6 +492,8 @@ int trdma_cq_post(struct trdma_cq *cq, const struct trdma_cqe *cqe,
 
 /* trdma_qp.c */
 void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event);
+void trdma_qp_timed_out(struct trdma_qp *qp);
+void trdma_qp_peer_closed(struct trdma_qp *qp);
 void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 		    bool close);
 void trdma_qp_put(struct trdma_qp *qp);
@@ -473,6 +514,19 @@ void trdma_cm_qp_rtr(struct trdma_qp *qp);
 void trdma_cm_qp_destroy(struct trdma_qp *qp);
 void trdma_cm_detach(struct trdma_qp *qp);
 void trdma_cm_connect_work(struct work_struct *work);
+void trdma_cm_write_space(struct sock *sk);
+void trdma_cm_set_timeout(struct trdma_qp *qp);
+
+/* trdma_tcpopt.c */
+int trdma_tcpopt_init(void);
+void trdma_tcpopt_exit(void);
+void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock);
+void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock);
+void trdma_txopt_free(struct trdma_qp *qp);
+void trdma_txopt_begin(struct trdma_qp *qp, struct socket *sock, u32 len,
+		       const struct trdma_bth *bth);
+void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len);
+bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt);
 
 /* trdma_main.c */
 struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
@@ -486,6 +540,7 @@ void trdma_tx_work(struct work_struct *work);
 /* trdma_rx.c */
 void trdma_rx_data_ready(struct sock *sk);
 void trdma_rx_pump(struct trdma_qp *qp);
+void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk);
 
 extern struct workqueue_struct *trdma_wq;
 

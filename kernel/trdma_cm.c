@@ -122,13 +122,84 @@ static void trdma_cm_tune(struct trdma_dev *tdev, struct socket *sock)
 	}
 }
 
-/* The side with the smaller (GID, QPN) connects. */
+/*
+ * How long sent bytes may stay unacknowledged before the connection, and
+ * the QP with it, fails: the QP's local ACK timeout (4.096 us * 2^timeout)
+ * times its retry count plus one, as TCP_USER_TIMEOUT.  timeout 0 means
+ * infinite, as in IB: TCP's own retries (net.ipv4.tcp_retries2) decide.
+ */
+static void trdma_cm_apply_timeout(struct trdma_qp *qp, struct socket *sock)
+{
+	u64 ms = 0;
+
+	if (qp->attr.timeout) {
+		ms = div_u64((4096ULL << qp->attr.timeout) *
+			     (qp->attr.retry_cnt + 1), 1000000);
+		ms = clamp_t(u64, ms, 1, INT_MAX);
+	}
+	tcp_sock_set_user_timeout(sock->sk, ms);
+}
+
+/* The QP's timeout or retry count changed.  Under state_mutex. */
+void trdma_cm_set_timeout(struct trdma_qp *qp)
+{
+	mutex_lock(&qp->tx_mutex);
+	if (qp->sock)
+		trdma_cm_apply_timeout(qp, qp->sock);
+	mutex_unlock(&qp->tx_mutex);
+}
+
+/*
+ * The side with the smaller (GID, QPN) connects.  A QP connected to itself
+ * (its own GID and QPN) connects too: to itself.
+ */
 static bool trdma_cm_is_active(struct trdma_qp *qp)
 {
 	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
 	int c = memcmp(grh->sgid_attr->gid.raw, grh->dgid.raw, 16);
 
-	return c < 0 || (c == 0 && qp->ibqp.qp_num < qp->attr.dest_qp_num);
+	return c < 0 || (c == 0 && qp->ibqp.qp_num <= qp->attr.dest_qp_num);
+}
+
+static bool trdma_cm_is_self(struct trdma_qp *qp)
+{
+	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
+
+	return !memcmp(grh->sgid_attr->gid.raw, grh->dgid.raw, 16) &&
+	       qp->ibqp.qp_num == qp->attr.dest_qp_num;
+}
+
+/*
+ * A QP connected to itself rides a TCP connection connected to itself: a
+ * simultaneous open from the port the socket is bound to, to that same
+ * port.  What the QP sends, it reads back; its hello comes back as the
+ * reply.  Points dst at the bound port.
+ */
+static int trdma_cm_self_port(struct socket *sock,
+			      struct sockaddr_storage *dst)
+{
+	struct sockaddr_storage me;
+	int rv = kernel_getsockname(sock, (struct sockaddr *)&me);
+
+	if (rv < 0)
+		return rv;
+	if (dst->ss_family == AF_INET)
+		((struct sockaddr_in *)dst)->sin_port =
+			((struct sockaddr_in *)&me)->sin_port;
+	else
+		((struct sockaddr_in6 *)dst)->sin6_port =
+			((struct sockaddr_in6 *)&me)->sin6_port;
+	return 0;
+}
+
+/*
+ * The peer's FIN.  TCP reports it before it wakes the reader for the bytes
+ * that came with it: take those in first (an ACK may be among them).
+ */
+static void trdma_cm_peer_fin(struct trdma_qp *qp, struct sock *sk)
+{
+	trdma_rx_drain(qp, sk);
+	trdma_qp_peer_closed(qp);
 }
 
 static void trdma_cm_state_change(struct sock *sk)
@@ -139,16 +210,24 @@ static void trdma_cm_state_change(struct sock *sk)
 	read_lock_bh(&sk->sk_callback_lock);
 	qp = sk->sk_user_data;
 	if (qp) {
+		int err = READ_ONCE(sk->sk_err);
+
 		saved = qp->saved_state_change;
-		if (sk->sk_state != TCP_ESTABLISHED)
-			trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+		if (sk->sk_state != TCP_ESTABLISHED) {
+			if (err == ETIMEDOUT)
+				trdma_qp_timed_out(qp);
+			else if (!err && sk->sk_state == TCP_CLOSE_WAIT)
+				trdma_cm_peer_fin(qp, sk);
+			else
+				trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+		}
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
 	if (saved)
 		saved(sk);
 }
 
-static void trdma_tx_write_space(struct sock *sk)
+void trdma_cm_write_space(struct sock *sk)
 {
 	struct trdma_qp *qp;
 
@@ -173,10 +252,14 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 
 	lockdep_assert_held(&qp->state_mutex);
 	trdma_cm_tune(qp->tdev, sock);
+	trdma_cm_apply_timeout(qp, sock);
 	qp->peer_rd_atomic = min_t(u8, peer->max_dest_rd_atomic,
 				   TRDMA_MAX_RD_ATOM);
 	memset(&qp->rx, 0, sizeof(qp->rx));
 	qp->rx.expected_msn = qp->attr.rq_psn;
+	/* Both hellos are through: the next byte is ISN + 1 + a hello. */
+	qp->rx.pos = 1 + sizeof(struct trdma_hello);
+	trdma_txopt_init(qp, sock);
 
 	write_lock_bh(&sk->sk_callback_lock);
 	qp->saved_data_ready = sk->sk_data_ready;
@@ -184,7 +267,7 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	qp->saved_state_change = sk->sk_state_change;
 	sk->sk_user_data = qp;
 	sk->sk_data_ready = trdma_rx_data_ready;
-	sk->sk_write_space = trdma_tx_write_space;
+	sk->sk_write_space = trdma_cm_write_space;
 	sk->sk_state_change = trdma_cm_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
 
@@ -227,6 +310,7 @@ void trdma_cm_detach(struct trdma_qp *qp)
 	sk->sk_write_space = qp->saved_write_space;
 	sk->sk_state_change = qp->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
+	trdma_txopt_stop(qp, sock);
 
 	kernel_sock_shutdown(sock, SHUT_RDWR);
 	sock_release(sock);
@@ -239,6 +323,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 	struct sockaddr_storage src = {}, dst = {};
 	struct trdma_hello hello, reply;
 	struct msghdr msg = {};
+	bool self = trdma_cm_is_self(qp);
 	struct socket *sock;
 	struct kvec iov;
 	int family, len, rv;
@@ -284,6 +369,8 @@ void trdma_cm_connect_work(struct work_struct *work)
 	mutex_unlock(&qp->state_mutex);
 
 	rv = kernel_bind(sock, (struct sockaddr *)&src, len);
+	if (!rv && self)
+		rv = trdma_cm_self_port(sock, &dst);
 	if (!rv)
 		rv = kernel_connect(sock, (struct sockaddr *)&dst, len, 0);
 	if (!rv) {
@@ -299,7 +386,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 		rv = rv == sizeof(reply) ? 0 : (rv < 0 ? rv : -ECONNRESET);
 	}
 	if (!rv && (reply.magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
-		    reply.type != TRDMA_HELLO_ACCEPT ||
+		    reply.type != (self ? TRDMA_HELLO_REQ : TRDMA_HELLO_ACCEPT) ||
 		    reply.src_qpn != hello.dst_qpn))
 		rv = reply.type == TRDMA_HELLO_REJECT ? -ECONNREFUSED :
 							-EPROTO;

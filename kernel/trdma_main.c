@@ -529,15 +529,22 @@ static int __init trdma_init(void)
 	rv = trdma_cm_init();
 	if (rv)
 		return rv;
+	rv = trdma_tcpopt_init();
+	if (rv)
+		goto err_cm;
 	rv = register_netdevice_notifier(&trdma_netdev_nb);
-	if (rv) {
-		trdma_cm_exit();
-		return rv;
-	}
+	if (rv)
+		goto err_tcpopt;
 
 	rdma_link_register(&trdma_link_ops);
 	pr_info("trdma: loaded, ABI %u\n", TRDMA_ABI_VERSION);
 	return 0;
+
+err_tcpopt:
+	trdma_tcpopt_exit();
+err_cm:
+	trdma_cm_exit();
+	return rv;
 }
 
 static void __exit trdma_exit(void)
@@ -545,6 +552,7 @@ static void __exit trdma_exit(void)
 	rdma_link_unregister(&trdma_link_ops);
 	trdma_remove_all();
 	unregister_netdevice_notifier(&trdma_netdev_nb);
+	trdma_tcpopt_exit();
 	trdma_cm_exit();
 	pr_info("trdma: unloaded\n");
 }

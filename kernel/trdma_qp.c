@@ -240,6 +240,74 @@ void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event)
 	trdma_qp_error(qp, event, true);
 }
 
+/*
+ * The connection timed out (TCP_USER_TIMEOUT, from the QP's timeout and
+ * retry_cnt): the oldest WQE on the wire ends with IB_WC_RETRY_EXC_ERR, as
+ * on an IB transport whose retries ran out; the rest are flushed.
+ */
+void trdma_qp_timed_out(struct trdma_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state == IB_QPS_RTS && qp->sq_retire != qp->sq_intake) {
+		struct trdma_swqe_info *swi = trdma_swi(qp, qp->sq_retire);
+
+		if (swi->msn_set && swi->status == IB_WC_SUCCESS)
+			swi->status = IB_WC_RETRY_EXC_ERR;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+}
+
+static uint trdma_peer_close_grace = 1000;
+module_param_named(peer_close_grace, trdma_peer_close_grace, uint, 0644);
+MODULE_PARM_DESC(peer_close_grace,
+		 "ms an idle QP stays usable after its peer closed (1000)");
+
+/*
+ * The peer closed the connection in order: its QP was destroyed or its
+ * process exited.  With requests, responses or an ACK of ours still to go,
+ * the QP fails now.  Otherwise nothing is lost yet and, as on a fabric
+ * where nothing tells a QP that its peer is gone, the QP stays as it is
+ * until it has something to send, or for peer_close_grace ms: an
+ * application that tears down after its last completion (ibv_rc_pingpong
+ * does) destroys its own QP first, without error completions for the
+ * receives it left posted.  Softirq or process context.
+ */
+void trdma_qp_peer_closed(struct trdma_qp *qp)
+{
+	unsigned long flags;
+	bool busy;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	busy = qp->sq_retire != qp->sq_intake || qp->rd_head != qp->rd_tail ||
+	       qp->ack_pending;
+	if (!busy)
+		qp->peer_closed = true;
+	spin_unlock_irqrestore(&qp->lock, flags);
+
+	if (busy)
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	else
+		mod_delayed_work(trdma_wq, &qp->peer_gone_work,
+				 msecs_to_jiffies(READ_ONCE(trdma_peer_close_grace)));
+}
+
+static void trdma_qp_peer_gone_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(to_delayed_work(work),
+					   struct trdma_qp, peer_gone_work);
+	unsigned long flags;
+	bool gone;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	gone = qp->peer_closed;		/* not since reset */
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (gone)
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+}
+
 static void trdma_qp_fatal_work(struct work_struct *work)
 {
 	struct trdma_qp *qp = container_of(work, struct trdma_qp, fatal_work);
@@ -357,7 +425,7 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 /* The send doorbell: look at the SQ ring again. */
 static void trdma_sq_kick(struct trdma_qp *qp)
 {
-	bool fatal = false, kick = false;
+	bool fatal = false, kick = false, gone = false;
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
@@ -367,6 +435,8 @@ static void trdma_sq_kick(struct trdma_qp *qp)
 		fatal = qp->corrupt;
 		qp->corrupt = false;
 		kick = qp->sq_tx != qp->sq_intake;
+		/* Nothing will carry it: the peer is gone. */
+		gone = kick && qp->peer_closed;
 		break;
 	case IB_QPS_ERR:
 		trdma_sq_flush(qp);
@@ -377,6 +447,10 @@ static void trdma_sq_kick(struct trdma_qp *qp)
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 
+	if (gone) {
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+		return;
+	}
 	if (kick)
 		trdma_tx_kick(qp);
 	if (fatal && qp->ibqp.event_handler) {
@@ -436,12 +510,14 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->tdev = tdev;
 	mutex_init(&qp->state_mutex);
 	spin_lock_init(&qp->lock);
+	spin_lock_init(&qp->txopt.lock);
 	mutex_init(&qp->tx_mutex);
 	refcount_set(&qp->ref, 1);
 	init_completion(&qp->freed);
 	INIT_WORK(&qp->tx_work, trdma_tx_work);
 	INIT_WORK(&qp->connect_work, trdma_cm_connect_work);
 	INIT_WORK(&qp->fatal_work, trdma_qp_fatal_work);
+	INIT_DELAYED_WORK(&qp->peer_gone_work, trdma_qp_peer_gone_work);
 	INIT_DELAYED_WORK(&qp->rnr_work, trdma_tx_rnr_work);
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
@@ -525,6 +601,14 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct trdma_qp *qp = to_tqp(ibqp);
 	unsigned long flags;
 
+	/*
+	 * ACKs for messages whose completions the application may have seen
+	 * go out first: the peer completes its WRs on them.
+	 */
+	if (READ_ONCE(qp->state) == IB_QPS_RTR ||
+	    READ_ONCE(qp->state) == IB_QPS_RTS)
+		trdma_tx_work(&qp->tx_work);
+
 	mutex_lock(&qp->state_mutex);
 	spin_lock_irqsave(&qp->lock, flags);
 	if (qp->state != IB_QPS_RESET)
@@ -533,6 +617,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	mutex_unlock(&qp->state_mutex);
 
 	xa_erase(&qp->tdev->qp_xa, ibqp->qp_num);
+	cancel_delayed_work_sync(&qp->peer_gone_work);
 	trdma_cm_qp_destroy(qp);
 	cancel_delayed_work_sync(&qp->rnr_work);
 	cancel_work_sync(&qp->tx_work);
@@ -544,6 +629,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	trdma_ring_free(&qp->sq);
 	kvfree(qp->swi);
 	kvfree(qp->swq);
+	trdma_txopt_free(qp);
 	atomic_dec(&qp->tdev->counts.qp);
 	return 0;
 }
@@ -645,6 +731,7 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	qp->rd_tail = 0;
 	qp->ack_pending = false;
 	qp->rnr_rewind = false;
+	qp->peer_closed = false;
 	WRITE_ONCE(qp->sq.ctrl->prod, 0);
 	WRITE_ONCE(qp->sq.ctrl->cons, 0);
 	qp->rq_cons = 0;
@@ -698,6 +785,8 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		trdma_cm_qp_rtr(qp);
 	if (cur != next && next == IB_QPS_ERR)
 		trdma_cm_detach(qp);
+	if (mask & (IB_QP_TIMEOUT | IB_QP_RETRY_CNT))
+		trdma_cm_set_timeout(qp);
 	/* WQEs posted before RTS are taken in now. */
 	if (next == IB_QPS_RTS)
 		trdma_sq_kick(qp);

@@ -690,6 +690,13 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 	if (trdma_op_is_send(op) || trdma_op_is_write(op)) {
 		if (!trdma_op_last(op))
 			return;
+		/*
+		 * The ACK is due before the completion shows: an application
+		 * that destroys the QP on seeing it still gets it sent.
+		 */
+		spin_lock_irqsave(&qp->lock, flags);
+		trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->req_msn);
+		spin_unlock_irqrestore(&qp->lock, flags);
 		if (rx->req_has_rqe)
 			trdma_rx_complete_recv(qp, IB_WC_SUCCESS,
 					       trdma_op_is_send(op) ?
@@ -698,9 +705,6 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 					       rx->bth.flags & TRDMA_BTH_SE);
 		rx->req_active = false;
 		rx->expected_msn++;
-		spin_lock_irqsave(&qp->lock, flags);
-		trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->req_msn);
-		spin_unlock_irqrestore(&qp->lock, flags);
 		return;
 	}
 	if (op == TRDMA_OP_READ_RESPONSE_LAST ||
@@ -765,6 +769,42 @@ static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
 	trdma_tx_kick(qp);
 }
 
+/*
+ * Checks the trdma TCP option of the skb begun last against the complete
+ * header of the trdma segment holding that skb's first byte.
+ */
+static void trdma_rx_opt_check(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	const struct trdma_bth *bth = (const struct trdma_bth *)rx->hdr;
+	u32 op_qpn = (u32)bth->opcode << 24 |
+		     (be32_to_cpu(bth->dest_qpn) & 0xffffff);
+	bool agree = be32_to_cpu(rx->opt.offset) == rx->seg_start &&
+		     be32_to_cpu(rx->opt.op_qpn) == op_qpn &&
+		     rx->opt.msn == bth->msn;
+
+	rx->opt_pending = false;
+	trdma_count(qp->tdev, agree ? TRDMA_CNT_TCPOPT_AGREE :
+		    TRDMA_CNT_TCPOPT_DISAGREE, 1);
+	if (!agree)
+		ibdev_dbg(qp->ibqp.device,
+			  "QP %u: TCP option %#x/%u/%u disagrees with header %#x/%u/%u\n",
+			  qp->ibqp.qp_num, be32_to_cpu(rx->opt.op_qpn),
+			  be32_to_cpu(rx->opt.msn), be32_to_cpu(rx->opt.offset),
+			  op_qpn, be32_to_cpu(bth->msn), rx->seg_start);
+}
+
+/* A new skb begins: take its trdma TCP option, if it has one. */
+static void trdma_rx_opt_skb(struct trdma_qp *qp, const struct sk_buff *skb)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+
+	rx->opt_pending = trdma_tcpopt_get(skb, &rx->opt);
+	/* Its first byte is payload of a segment whose header we have. */
+	if (rx->opt_pending && rx->hdr_len && rx->hdr_got >= rx->hdr_len)
+		trdma_rx_opt_check(qp);
+}
+
 static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			  unsigned int offset, size_t len)
 {
@@ -773,11 +813,16 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 	enum trdma_rx_err e = TRDMA_RX_OK;
 	size_t done = 0;
 
+	if (offset == 0)
+		trdma_rx_opt_skb(qp, skb);
 	while (done < len && !rx->dead) {
 		u32 n;
 
 		if (rx->hdr_len == 0 || rx->hdr_got < rx->hdr_len) {
 			u32 need;
+
+			if (rx->hdr_got == 0)
+				rx->seg_start = rx->pos + done;
 
 			if (rx->hdr_got < sizeof(struct trdma_bth))
 				need = sizeof(struct trdma_bth) - rx->hdr_got;
@@ -798,6 +843,8 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			if (rx->hdr_got < sizeof(struct trdma_bth) ||
 			    rx->hdr_got < rx->hdr_len)
 				continue;
+			if (rx->opt_pending)
+				trdma_rx_opt_check(qp);
 			trdma_count(qp->tdev, TRDMA_CNT_RX_SEGMENTS, 1);
 			trdma_count(qp->tdev, TRDMA_CNT_RX_BYTES,
 				    rx->hdr_len + be32_to_cpu(((struct trdma_bth *)
@@ -843,10 +890,15 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 	}
 	if (rx->dead)
 		desc->count = 0;
+	rx->pos += done;
 	return done;
 }
 
-static void trdma_rx_read(struct trdma_qp *qp, struct sock *sk)
+/*
+ * Takes in what the socket holds.  From sk_data_ready, the peer's FIN
+ * (softirq, socket spinlock held), or process context under lock_sock().
+ */
+void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 {
 	read_descriptor_t rd = { .arg.data = qp, .count = 1 };
 	unsigned long flags;
@@ -870,7 +922,7 @@ void trdma_rx_data_ready(struct sock *sk)
 	read_lock_bh(&sk->sk_callback_lock);
 	qp = sk->sk_user_data;
 	if (qp)
-		trdma_rx_read(qp, sk);
+		trdma_rx_drain(qp, sk);
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -880,6 +932,6 @@ void trdma_rx_pump(struct trdma_qp *qp)
 	struct sock *sk = qp->sock->sk;
 
 	lock_sock(sk);
-	trdma_rx_read(qp, sk);
+	trdma_rx_drain(qp, sk);
 	release_sock(sk);
 }

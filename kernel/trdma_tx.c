@@ -187,6 +187,7 @@ static void trdma_seg_hdr(struct trdma_tx_seg *seg, u8 op, u8 flags, u32 qpn,
 	seg->hdr_len = p - seg->hdr;
 	seg->hdr_sent = 0;
 	seg->sent = 0;
+	seg->opt_noted = false;
 }
 
 /*
@@ -440,6 +441,11 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
 	struct trdma_tx_seg *seg = &qp->seg;
 	int rv;
 
+	if (!seg->opt_noted) {
+		trdma_txopt_begin(qp, sock, seg->hdr_len + seg->len,
+				  (const struct trdma_bth *)seg->hdr);
+		seg->opt_noted = true;
+	}
 	while (seg->hdr_sent < seg->hdr_len) {
 		rv = trdma_tx_copy(sock, seg->hdr + seg->hdr_sent,
 				   seg->hdr_len - seg->hdr_sent, seg->len > 0);
@@ -519,6 +525,7 @@ void trdma_tx_work(struct work_struct *work)
 			break;	/* write_space kicks us again */
 		if (rv)
 			break;
+		trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len);
 		trdma_tx_count(qp);
 		trdma_tx_seg_done(qp);
 		if (qp->close_after_nak && !qp->ack_pending) {

@@ -69,6 +69,10 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_CONNECTIONS].name = "connections",
 	[TRDMA_CNT_CONNECT_FAILURES].name = "connect_failures",
 	[TRDMA_CNT_QP_FATAL].name = "qp_fatal",
+	[TRDMA_CNT_TCPOPT_TAGGED].name = "tcp_option_tagged",
+	[TRDMA_CNT_TCPOPT_LEFT_OFF].name = "tcp_option_left_off",
+	[TRDMA_CNT_TCPOPT_AGREE].name = "tcp_option_agree",
+	[TRDMA_CNT_TCPOPT_DISAGREE].name = "tcp_option_disagree",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <poll.h>
 
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <set>
 #include <thread>
@@ -704,6 +706,60 @@ TEST_F(DataPathTest, MalformedSegmentClosesOnlyThatConnection) {
   EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
 }
 
+// The pattern of ibv_rc_pingpong's end: B destroys its QP as soon as its
+// last receive completes.  A's SEND still completes successfully (B's ACK
+// went out before the close), and A, owing B nothing, is not failed at once:
+// its leftover receives stay posted for the peer_close_grace (1 s), then the
+// QP goes to error and they flush.
+TEST_F(DataPathTest, PeerDestroyedAfterItsLastCompletion) {
+  for (int i = 0; i < 4; i++) ASSERT_EQ(PostRecv(a_, 50 + i, Sges(a_, 0, 64, 1)), 0);
+  ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 0, 64, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, Sges(a_, 0, 64, 1)), 0);
+  ASSERT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
+  b_.qp = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  ibv_wc s = Wait(a_.cq);
+  EXPECT_EQ(s.wr_id, 2u);
+  EXPECT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+  ibv_wc none;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0) << "error completion at once";
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+  EXPECT_GE(ms, 900);
+  for (int i = 0; i < 4; i++) {
+    ibv_wc r = Wait(a_.cq);
+    EXPECT_EQ(r.wr_id, 50u + i);
+    EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+  }
+}
+
+// The peer goes away while A has a request on the wire: A fails at once.
+TEST_F(DataPathTest, PeerGoneWithARequestOutstandingFailsAtOnce) {
+  ASSERT_EQ(PostRecv(a_, 11, Sges(a_, 0, 64, 1)), 0);
+  // No receive at B: the SEND waits in RNR retries, outstanding.
+  ASSERT_EQ(PostSend(a_, 12, IBV_WR_SEND, Sges(a_, 0, 64, 1)), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
+  b_.qp = nullptr;
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+  EXPECT_LT(ms, 900);
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 2; i++) {
+    ibv_wc r = Wait(a_.cq);
+    EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+    ids.insert(r.wr_id);
+  }
+  EXPECT_EQ(ids, (std::set<uint64_t>{11, 12}));
+}
+
 TEST_F(DataPathTest, PeerGoneFlushesAndRaisesQpFatal) {
   ASSERT_EQ(PostRecv(a_, 11, Sges(a_, 0, 64, 1)), 0);
   ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
@@ -712,6 +768,295 @@ TEST_F(DataPathTest, PeerGoneFlushesAndRaisesQpFatal) {
   ibv_wc r = Wait(a_.cq);
   EXPECT_EQ(r.wr_id, 11u);
   EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+}
+
+// A QP whose destination is its own GID and QPN: its connection is a TCP
+// connection connected to itself, and every operation targets its own memory.
+TEST_F(DataPathTest, QpConnectedToItself) {
+  Side c;
+  c.cq = ibv_create_cq(ctx_.get(), 64, nullptr, nullptr, 0);
+  ASSERT_NE(c.cq, nullptr);
+  c.buf.assign(1 << 20, 0);
+  c.mr = ibv_reg_mr(pd_, c.buf.data(), c.buf.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  ASSERT_NE(c.mr, nullptr);
+  ibv_qp_init_attr ia = {};
+  ia.send_cq = c.cq;
+  ia.recv_cq = c.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {16, 16, 4, 4, 0};
+  c.qp = ibv_create_qp(pd_, &ia);
+  ASSERT_NE(c.qp, nullptr);
+  ASSERT_EQ(Connect(c.qp, c.qp), 0);
+
+  // Two completions of one CQ, in wr_id order.
+  auto two = [&] {
+    ibv_wc x = Wait(c.cq), y = Wait(c.cq);
+    if (x.wr_id > y.wr_id) std::swap(x, y);
+    return std::make_pair(x, y);
+  };
+  const uint32_t len = 100000;
+  Fill(c.buf, 0, len, 77);
+  ASSERT_EQ(PostRecv(c, 1, Sges(c, 512 << 10, len, 2)), 0);
+  auto src = Sges(c, 0, len, 3);
+  ASSERT_EQ(PostSend(c, 2, IBV_WR_SEND_WITH_IMM, src, 0, 0, 0x55), 0);
+  auto [r, s] = two();
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+  ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+  EXPECT_EQ(r.opcode, IBV_WC_RECV);
+  EXPECT_EQ(r.byte_len, len);
+  EXPECT_EQ(r.qp_num, c.qp->qp_num);
+  EXPECT_EQ(r.src_qp, c.qp->qp_num);
+  EXPECT_EQ(ntohl(r.imm_data), 0x55u);
+  EXPECT_EQ(s.opcode, IBV_WC_SEND);
+  std::vector<uint8_t> sent;
+  for (auto &g : src)
+    sent.insert(sent.end(), reinterpret_cast<uint8_t *>(g.addr),
+                reinterpret_cast<uint8_t *>(g.addr) + g.length);
+  EXPECT_TRUE(SameScattered(sent.data(), Sges(c, 512 << 10, len, 2)));
+
+  // WRITE into its own buffer, READ it back elsewhere.
+  uint64_t raddr = reinterpret_cast<uintptr_t>(c.buf.data() + (256 << 10));
+  ASSERT_EQ(PostSend(c, 3, IBV_WR_RDMA_WRITE, Sges(c, 0, len, 1), raddr,
+                     c.mr->rkey),
+            0);
+  ibv_wc w = Wait(c.cq);
+  ASSERT_EQ(w.status, IBV_WC_SUCCESS) << ibv_wc_status_str(w.status);
+  EXPECT_EQ(memcmp(c.buf.data(), c.buf.data() + (256 << 10), len), 0);
+  ASSERT_EQ(PostSend(c, 4, IBV_WR_RDMA_READ, Sges(c, 768 << 10, len, 1),
+                     raddr, c.mr->rkey),
+            0);
+  w = Wait(c.cq);
+  ASSERT_EQ(w.status, IBV_WC_SUCCESS) << ibv_wc_status_str(w.status);
+  EXPECT_EQ(memcmp(c.buf.data(), c.buf.data() + (768 << 10), len), 0);
+
+  // An atomic on its own memory.
+  uint64_t *target = reinterpret_cast<uint64_t *>(c.buf.data() + 1000 * 8);
+  *target = 40;
+  ibv_sge res = {reinterpret_cast<uintptr_t>(c.buf.data() + 1001 * 8), 8,
+                 c.mr->lkey};
+  ibv_send_wr aw = {}, *bad;
+  aw.wr_id = 5;
+  aw.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  aw.sg_list = &res;
+  aw.num_sge = 1;
+  aw.send_flags = IBV_SEND_SIGNALED;
+  aw.wr.atomic.remote_addr = reinterpret_cast<uintptr_t>(target);
+  aw.wr.atomic.rkey = c.mr->rkey;
+  aw.wr.atomic.compare_add = 2;
+  ASSERT_EQ(ibv_post_send(c.qp, &aw, &bad), 0);
+  w = Wait(c.cq);
+  ASSERT_EQ(w.status, IBV_WC_SUCCESS) << ibv_wc_status_str(w.status);
+  EXPECT_EQ(*target, 42u);
+  EXPECT_EQ(*reinterpret_cast<uint64_t *>(c.buf.data() + 1001 * 8), 40u);
+
+  EXPECT_EQ(ibv_destroy_qp(c.qp), 0);
+  EXPECT_EQ(ibv_dereg_mr(c.mr), 0);
+  EXPECT_EQ(ibv_destroy_cq(c.cq), 0);
+}
+
+// The TCP connection under the QPs is reset (ss -K, as an administrator
+// would): both QPs go to ERR with IBV_EVENT_QP_FATAL and their outstanding
+// WRs complete with a flush status.
+TEST_F(DataPathTest, ResetConnectionFlushesAndRaisesQpFatal) {
+  ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 0, 64, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, Sges(a_, 0, 64, 1)), 0);
+  ASSERT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+
+  ASSERT_EQ(PostRecv(a_, 11, Sges(a_, 0, 64, 1)), 0);
+  ASSERT_EQ(PostRecv(b_, 12, Sges(b_, 0, 64, 1)), 0);
+  ASSERT_EQ(Sh("ss -K state established '( sport = :4791 or dport = :4791 )'"
+               " >/dev/null"),
+            0);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
+  ibv_wc r = Wait(a_.cq);
+  EXPECT_EQ(r.wr_id, 11u);
+  EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+  r = Wait(b_.cq);
+  EXPECT_EQ(r.wr_id, 12u);
+  EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+  std::cout << "both QPs flushed "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - t0)
+                   .count()
+            << " ms after the reset\n";
+  for (ibv_qp *qp : {a_.qp, b_.qp}) {
+    ibv_qp_attr qa;
+    ibv_qp_init_attr qi;
+    ASSERT_EQ(ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi), 0);
+    EXPECT_EQ(qa.qp_state, IBV_QPS_ERR);
+  }
+  // Posted now, a WR completes with a flush status too.
+  ASSERT_EQ(PostSend(a_, 13, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
+  r = Wait(a_.cq);
+  EXPECT_EQ(r.wr_id, 13u);
+  EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+}
+
+// The connection is blackholed (an nftables rule drops its packets): the
+// sender's bytes stay unacknowledged, and after the QP's timeout x
+// (retry_cnt + 1) (TCP_USER_TIMEOUT; 67 ms x 8 here) the WR on the wire ends
+// with IBV_WC_RETRY_EXC_ERR, the QP goes to ERR with IBV_EVENT_QP_FATAL and
+// the WRs behind it flush.
+TEST_F(DataPathTest, BlackholedConnectionTimesOut) {
+  ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 0, 64, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, Sges(a_, 0, 64, 1)), 0);
+  ASSERT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+
+  ASSERT_EQ(Sh("nft add table inet trdma_bh && "
+               "nft add chain inet trdma_bh out "
+               "'{ type filter hook output priority 0; }' && "
+               "nft add rule inet trdma_bh out tcp sport 4791 drop && "
+               "nft add rule inet trdma_bh out tcp dport 4791 drop"),
+            0);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(PostSend(a_, 21, IBV_WR_SEND, Sges(a_, 0, 4096, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 22, IBV_WR_RDMA_WRITE, Sges(a_, 0, 4096, 1),
+                     reinterpret_cast<uintptr_t>(b_.buf.data()), b_.mr->rkey),
+            0);
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 10000));
+  ibv_wc s1 = Wait(a_.cq), s2 = Wait(a_.cq);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+  EXPECT_EQ(Sh("nft delete table inet trdma_bh"), 0);
+  EXPECT_EQ(s1.wr_id, 21u);
+  EXPECT_EQ(s1.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(s1.status);
+  EXPECT_EQ(s2.wr_id, 22u);
+  EXPECT_EQ(s2.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(s2.status);
+  std::cout << "timed out after " << ms << " ms\n";
+  // Not before the QP's own timeout, and well within TCP's retry spacing.
+  EXPECT_GE(ms, 500);
+  EXPECT_LT(ms, 10000);
+}
+
+// A VA window of `size` bytes whose pages are `period` bytes of one memfd
+// mapped over and over: a 2 GiB memory region in a guest of 2 GiB.
+struct RepeatedWindow {
+  RepeatedWindow(size_t size, size_t period) : size(size) {
+    fd = memfd_create("trdma-window", 0);
+    if (fd < 0 || ftruncate(fd, period)) return;
+    void *at = mmap(nullptr, size, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (at == MAP_FAILED) return;
+    for (size_t off = 0; off < size; off += period)
+      if (mmap(static_cast<uint8_t *>(at) + off, period,
+               PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+               0) == MAP_FAILED) {
+        munmap(at, size);
+        return;
+      }
+    base = static_cast<uint8_t *>(at);
+  }
+  ~RepeatedWindow() {
+    if (base) munmap(base, size);
+    if (fd >= 0) close(fd);
+  }
+  uint8_t *base = nullptr;
+  size_t size;
+  int fd = -1;
+};
+
+// Messages of 2 GiB (the max_msg_sz trdma reports): WRITE, READ and SEND
+// with byte_len 2^31.  Both regions repeat a 64 MiB period, so the last pass
+// over each period decides its final bytes; those are checked.
+TEST_F(DataPathTest, TwoGibMessages) {
+  const size_t kMsg = size_t{1} << 31, kPeriod = 64 << 20;
+  ibv_device_attr da;
+  ASSERT_EQ(ibv_query_device(ctx_.get(), &da), 0);
+  ibv_port_attr pa;
+  ASSERT_EQ(ibv_query_port(ctx_.get(), 1, &pa), 0);
+  ASSERT_GE(pa.max_msg_sz, kMsg);
+  RepeatedWindow src(kMsg, kPeriod), dst(kMsg, kPeriod);
+  ASSERT_NE(src.base, nullptr);
+  ASSERT_NE(dst.base, nullptr);
+  const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                  IBV_ACCESS_REMOTE_READ;
+  ibv_mr *smr = ibv_reg_mr(pd_, src.base, kMsg, acc);
+  ASSERT_NE(smr, nullptr) << strerror(errno);
+  ibv_mr *dmr = ibv_reg_mr(pd_, dst.base, kMsg, acc);
+  ASSERT_NE(dmr, nullptr) << strerror(errno);
+
+  std::mt19937_64 rng(2031);
+  auto fill = [&](uint8_t *p) {
+    for (size_t i = 0; i < kPeriod; i += 8) {
+      uint64_t v = rng();
+      memcpy(p + i, &v, 8);
+    }
+  };
+  auto wait_long = [&](ibv_cq *cq) {
+    ibv_wc wc = {};
+    wc.status = IBV_WC_GENERAL_ERR;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    while (std::chrono::steady_clock::now() < end) {
+      int n = ibv_poll_cq(cq, 1, &wc);
+      if (n == 1) return wc;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ADD_FAILURE() << "no completion within 300 s";
+    return wc;
+  };
+  auto secs = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         t0)
+        .count();
+  };
+  ibv_sge s_sge = {reinterpret_cast<uintptr_t>(src.base),
+                   static_cast<uint32_t>(kMsg), smr->lkey};
+  ibv_sge d_sge = {reinterpret_cast<uintptr_t>(dst.base),
+                   static_cast<uint32_t>(kMsg), dmr->lkey};
+
+  // WRITE: a's window into b's.
+  fill(src.base);
+  memset(dst.base, 0, kPeriod);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {s_sge},
+                     reinterpret_cast<uintptr_t>(dst.base), dmr->rkey),
+            0);
+  ibv_wc wc = wait_long(a_.cq);
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  std::cout << "2 GiB WRITE: " << secs(t0) << " s\n";
+  EXPECT_EQ(memcmp(src.base, dst.base, kPeriod), 0);
+
+  // READ: b's window back into a's.
+  fill(dst.base);
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_RDMA_READ, {s_sge},
+                     reinterpret_cast<uintptr_t>(dst.base), dmr->rkey),
+            0);
+  wc = wait_long(a_.cq);
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  std::cout << "2 GiB READ: " << secs(t0) << " s\n";
+  EXPECT_EQ(memcmp(src.base, dst.base, kPeriod), 0);
+
+  // SEND: byte_len is 2^31.
+  fill(src.base);
+  ASSERT_EQ(PostRecv(b_, 3, {d_sge}), 0);
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(PostSend(a_, 4, IBV_WR_SEND, {s_sge}), 0);
+  ibv_wc r = wait_long(b_.cq);
+  wc = wait_long(a_.cq);
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  std::cout << "2 GiB SEND: " << secs(t0) << " s\n";
+  EXPECT_EQ(r.byte_len, kMsg);
+  EXPECT_EQ(memcmp(src.base, dst.base, kPeriod), 0);
+
+  // One byte more is refused.
+  ibv_sge two[2] = {s_sge, {s_sge.addr, 1, smr->lkey}};
+  ASSERT_EQ(PostSend(a_, 5, IBV_WR_RDMA_WRITE, {two[0], two[1]},
+                     reinterpret_cast<uintptr_t>(dst.base), dmr->rkey),
+            0);
+  wc = Wait(a_.cq);
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_LEN_ERR) << ibv_wc_status_str(wc.status);
+
+  EXPECT_EQ(ibv_dereg_mr(smr), 0);
+  EXPECT_EQ(ibv_dereg_mr(dmr), 0);
 }
 
 }  // namespace

@@ -131,4 +131,32 @@ struct trdma_immdt {
 	__be32 data;
 };
 
+/*
+ * The trdma TCP option: an RFC 6994 shared experimental option (kind 254,
+ * 16-bit ExID) on every TCP segment that carries bytes of a trdma segment
+ * (everything after the hellos).  It names the trdma segment the TCP
+ * segment's first payload byte belongs to: the opcode, destination QPN and
+ * MSN of its BTH, and where that BTH starts in the byte stream, as an
+ * offset from the sender's initial sequence number (ISN): the first byte
+ * after the SYN has offset 1, like Wireshark's relative sequence numbers.
+ * ISN-relative, never absolute, because middleboxes rewrite sequence
+ * numbers.  The option is the same on every TCP segment of one trdma
+ * segment, and a trdma segment never shares a TCP segment with another, so
+ * one packet alone tells which message it carries and where:
+ *	payload offset in the trdma segment = relative seq - tcpopt.offset
+ * The sender leaves the option off where TCP's own options leave no room.
+ */
+#define TRDMA_TCPOPT_KIND	254
+#define TRDMA_TCPOPT_EXID	0x7464	/* "td"; experimental, not assigned */
+#define TRDMA_TCPOPT_LEN	16
+
+struct trdma_tcp_opt {
+	__u8 kind;		/* TRDMA_TCPOPT_KIND */
+	__u8 len;		/* TRDMA_TCPOPT_LEN */
+	__be16 exid;		/* TRDMA_TCPOPT_EXID */
+	__be32 op_qpn;		/* BTH opcode << 24 | BTH dest_qpn */
+	__be32 msn;		/* BTH msn */
+	__be32 offset;		/* first byte of the BTH, from the ISN */
+};
+
 #endif /* _UAPI_RDMA_TRDMA_WIRE_H */

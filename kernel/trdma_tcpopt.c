@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma: the trdma TCP option.
+ *
+ * Every TCP segment that carries bytes of a trdma segment also carries an
+ * RFC 6994 experimental option (struct trdma_tcp_opt) naming that trdma
+ * segment: opcode, destination QPN, MSN and where its BTH starts in the
+ * byte stream relative to the ISN.  So one packet alone tells its message
+ * and offset, and GRO can still merge the packets of one trdma segment
+ * (their options are identical).
+ *
+ * The transmit path records where each trdma segment starts (tx records)
+ * and ends each one on an skb boundary (the skb's EOR mark, so TCP never
+ * puts bytes of two trdma segments into one packet); the connection's MSS
+ * is reduced by the option's length (icsk_ext_hdr_len, the way IP options
+ * do it), so the option fits the MTU.  A netfilter LOCAL_OUT hook finds the
+ * record of each outgoing data skb of a trdma socket and inserts the option
+ * into its TCP header; TSO and GSO copy it into every packet.  Where TCP's
+ * own options leave no room (or anything else is off) the option is left
+ * off and counted.  The receiver checks the option of each skb against the
+ * in-band header of the trdma segment it names and counts agreements and
+ * disagreements.
+ */
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/module.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter_ipv4.h>
+#include <linux/netfilter_ipv6.h>
+#include <linux/tcp.h>
+#include <net/ip.h>
+#include <net/ip6_checksum.h>
+#include <net/tcp.h>
+
+#include "trdma.h"
+
+static bool trdma_tcpopt_enabled = true;
+module_param_named(tcp_option, trdma_tcpopt_enabled, bool, 0444);
+MODULE_PARM_DESC(tcp_option,
+		 "Put the trdma TCP option on data segments (1); read at load");
+
+/* A QP keeps at most this many tx records; beyond it options are left off. */
+#define TRDMA_TXOPT_MAX_RECS	65536u
+#define TRDMA_TXOPT_MIN_RECS	64u
+
+/* No later byte may join the last skb queued.  Under the socket lock. */
+static void trdma_txopt_mark_eor(struct sock *sk)
+{
+	struct sk_buff *skb = tcp_write_queue_tail(sk);
+
+	if (!skb)
+		skb = tcp_rtx_queue_tail(sk);
+	if (skb)
+		TCP_SKB_CB(skb)->eor = 1;
+}
+
+/* Parsed from the trdma_bth the record describes. */
+static void trdma_txopt_rec_fill(struct trdma_txopt_rec *r, u32 start,
+				 u32 len, const struct trdma_bth *bth)
+{
+	r->start = start;
+	r->len = len;
+	r->op_qpn = cpu_to_be32((u32)bth->opcode << 24 |
+				(be32_to_cpu(bth->dest_qpn) & 0xffffff));
+	r->msn = bth->msn;
+}
+
+/*
+ * Connection set-up: called by trdma_cm_attach() before the socket's
+ * callbacks are the QP's, with the hellos exchanged: the next byte either
+ * side sends or reads is at ISN + 1 + sizeof(struct trdma_hello).
+ */
+void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
+{
+	struct trdma_txopt *o = &qp->txopt;
+	struct sock *sk = sock->sk;
+	struct inet_connection_sock *icsk = inet_csk(sk);
+
+	o->next = 1 + sizeof(struct trdma_hello);
+	o->head = 0;
+	o->tail = 0;
+	o->on = false;
+	if (!trdma_tcpopt_enabled)
+		return;
+	if (!o->recs) {
+		o->recs = kvcalloc(TRDMA_TXOPT_MIN_RECS, sizeof(*o->recs),
+				   GFP_KERNEL);
+		if (!o->recs)
+			return;
+		o->size = TRDMA_TXOPT_MIN_RECS;
+	}
+
+	lock_sock(sk);
+	/* All of the hello is queued: write_seq is ISN + 1 + its length. */
+	o->iss = tcp_sk(sk)->write_seq - o->next;
+	icsk->icsk_ext_hdr_len += TRDMA_TCPOPT_LEN;
+	tcp_sync_mss(sk, icsk->icsk_pmtu_cookie);
+	/* The first trdma segment does not share the hello's skb. */
+	trdma_txopt_mark_eor(sk);
+	o->on = true;
+	release_sock(sk);
+}
+
+/*
+ * Connection teardown, after the socket's callbacks were restored: the
+ * output hook runs under the socket's lock, so once we held it no hook
+ * still looks at this QP.
+ */
+void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock)
+{
+	lock_sock(sock->sk);
+	spin_lock_bh(&qp->txopt.lock);
+	qp->txopt.on = false;
+	spin_unlock_bh(&qp->txopt.lock);
+	release_sock(sock->sk);
+}
+
+void trdma_txopt_free(struct trdma_qp *qp)
+{
+	kvfree(qp->txopt.recs);
+	qp->txopt.recs = NULL;
+}
+
+/* Doubles the record ring.  Process context, under tx_mutex. */
+static bool trdma_txopt_grow(struct trdma_txopt *o)
+{
+	u32 size = o->size * 2, i, n;
+	struct trdma_txopt_rec *recs, *old;
+
+	if (size > TRDMA_TXOPT_MAX_RECS)
+		return false;
+	recs = kvcalloc(size, sizeof(*recs), GFP_KERNEL);
+	if (!recs)
+		return false;
+	spin_lock_bh(&o->lock);
+	n = o->head - o->tail;
+	for (i = 0; i < n; i++)
+		recs[i] = o->recs[(o->tail + i) & (o->size - 1)];
+	old = o->recs;
+	o->recs = recs;
+	o->size = size;
+	o->tail = 0;
+	o->head = n;
+	spin_unlock_bh(&o->lock);
+	kvfree(old);
+	return true;
+}
+
+/*
+ * A trdma segment of len bytes (header included) is about to be handed to
+ * TCP: record where it starts.  Under tx_mutex, before its first byte.
+ */
+void trdma_txopt_begin(struct trdma_qp *qp, struct socket *sock, u32 len,
+		       const struct trdma_bth *bth)
+{
+	struct trdma_txopt *o = &qp->txopt;
+	u32 una;
+
+	if (!o->on)
+		return;
+	una = READ_ONCE(tcp_sk(sock->sk)->snd_una) - o->iss;
+
+	spin_lock_bh(&o->lock);
+	/* Forget segments TCP has delivered completely. */
+	while (o->tail != o->head) {
+		const struct trdma_txopt_rec *r =
+			&o->recs[o->tail & (o->size - 1)];
+
+		if ((s32)(r->start + r->len - una) > 0)
+			break;
+		o->tail++;
+	}
+	if (o->head - o->tail == o->size) {
+		spin_unlock_bh(&o->lock);
+		if (!trdma_txopt_grow(o))
+			return;	/* not recorded: its option is left off */
+		spin_lock_bh(&o->lock);
+	}
+	trdma_txopt_rec_fill(&o->recs[o->head & (o->size - 1)], o->next, len,
+			     bth);
+	o->head++;
+	spin_unlock_bh(&o->lock);
+}
+
+/* The whole trdma segment of len bytes is queued.  Under tx_mutex. */
+void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len)
+{
+	qp->txopt.next += len;
+	if (!qp->txopt.on)
+		return;
+	lock_sock(sock->sk);
+	trdma_txopt_mark_eor(sock->sk);
+	release_sock(sock->sk);
+}
+
+/*
+ * Finds the record of the trdma segment holding stream bytes
+ * [rel, rel + plen).  Returns false when none holds all of them.
+ */
+static bool trdma_txopt_find(struct trdma_txopt *o, u32 rel, u32 plen,
+			     struct trdma_tcp_opt *opt)
+{
+	const struct trdma_txopt_rec *r = NULL;
+	u32 lo, hi;
+	bool ok = false;
+
+	spin_lock_bh(&o->lock);
+	lo = o->tail;
+	hi = o->head;
+	/* The last record starting at or before rel; starts ascend. */
+	while (lo != hi) {
+		u32 mid = lo + (hi - lo) / 2;
+		const struct trdma_txopt_rec *m = &o->recs[mid & (o->size - 1)];
+
+		if ((s32)(rel - m->start) >= 0) {
+			r = m;
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	if (r && rel - r->start + plen <= r->len) {
+		opt->kind = TRDMA_TCPOPT_KIND;
+		opt->len = TRDMA_TCPOPT_LEN;
+		opt->exid = cpu_to_be16(TRDMA_TCPOPT_EXID);
+		opt->op_qpn = r->op_qpn;
+		opt->msn = r->msn;
+		opt->offset = cpu_to_be32(r->start);
+		ok = true;
+	}
+	spin_unlock_bh(&o->lock);
+	return ok;
+}
+
+/*
+ * Inserts opt after the TCP header's own options.  The IP and TCP headers
+ * are in the linear part; the TCP checksum is CHECKSUM_PARTIAL, so only
+ * the pseudo-header sum changes.
+ */
+static int trdma_tcpopt_insert(struct sk_buff *skb, u32 nhlen, u32 thlen,
+			       const struct trdma_tcp_opt *opt, bool v6)
+{
+	struct tcphdr *th;
+
+	if (skb_cow_head(skb, TRDMA_TCPOPT_LEN))
+		return -ENOMEM;
+	memmove(skb->data - TRDMA_TCPOPT_LEN, skb->data, nhlen + thlen);
+	__skb_push(skb, TRDMA_TCPOPT_LEN);
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, nhlen);
+	th = tcp_hdr(skb);
+	memcpy((u8 *)th + thlen, opt, TRDMA_TCPOPT_LEN);
+	th->doff += TRDMA_TCPOPT_LEN / 4;
+	skb->csum_start = skb_transport_header(skb) - skb->head;
+
+	if (v6) {
+		struct ipv6hdr *ip6h = ipv6_hdr(skb);
+
+		ip6h->payload_len = htons(skb->len - nhlen);
+		th->check = ~tcp_v6_check(skb->len - nhlen, &ip6h->saddr,
+					  &ip6h->daddr, 0);
+	} else {
+		struct iphdr *iph = ip_hdr(skb);
+
+		iph->tot_len = htons(skb->len);
+		ip_send_check(iph);
+		th->check = ~tcp_v4_check(skb->len - nhlen, iph->saddr,
+					  iph->daddr, 0);
+	}
+	return 0;
+}
+
+/* NF_INET_LOCAL_OUT, IPv4 and IPv6: tags the data skbs of trdma sockets. */
+static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
+				     const struct nf_hook_state *state)
+{
+	bool v6 = state->pf == NFPROTO_IPV6;
+	struct sock *sk = skb->sk;
+	struct trdma_tcp_opt opt;
+	const struct tcphdr *th;
+	u32 nhlen, thlen, plen, seglen, rel;
+	struct trdma_qp *qp;
+	u8 proto;
+
+	if (!sk || !sk_fullsock(sk) || sk->sk_protocol != IPPROTO_TCP ||
+	    READ_ONCE(sk->sk_write_space) != trdma_cm_write_space)
+		return NF_ACCEPT;
+	/* The socket's lock is held: see trdma_txopt_stop(). */
+	qp = READ_ONCE(sk->sk_user_data);
+	if (!qp || !READ_ONCE(qp->txopt.on))
+		return NF_ACCEPT;
+
+	if (v6) {
+		nhlen = sizeof(struct ipv6hdr);
+		proto = ipv6_hdr(skb)->nexthdr;
+	} else {
+		nhlen = ip_hdrlen(skb);
+		proto = ip_hdr(skb)->protocol;
+	}
+	if (proto != IPPROTO_TCP ||
+	    skb_headlen(skb) < nhlen + sizeof(struct tcphdr))
+		goto left_off;
+	th = (const struct tcphdr *)(skb->data + nhlen);
+	thlen = th->doff * 4;
+	if (thlen < sizeof(*th) || skb_headlen(skb) < nhlen + thlen)
+		goto left_off;
+	plen = skb->len - nhlen - thlen;
+	if (!plen || th->syn)
+		return NF_ACCEPT;	/* no trdma bytes */
+	rel = ntohl(th->seq) - qp->txopt.iss;
+	if ((s32)(rel - (1 + sizeof(struct trdma_hello))) < 0)
+		return NF_ACCEPT;	/* a hello */
+
+	seglen = nhlen + thlen + TRDMA_TCPOPT_LEN +
+		 (skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : plen);
+	if (thlen + TRDMA_TCPOPT_LEN > MAX_TCP_OPTION_SPACE + sizeof(*th) ||
+	    skb->ip_summed != CHECKSUM_PARTIAL || !skb_dst(skb) ||
+	    seglen > dst_mtu(skb_dst(skb)) ||
+	    !trdma_txopt_find(&qp->txopt, rel, plen, &opt) ||
+	    trdma_tcpopt_insert(skb, nhlen, thlen, &opt, v6))
+		goto left_off;
+	trdma_count(qp->tdev, TRDMA_CNT_TCPOPT_TAGGED, 1);
+	return NF_ACCEPT;
+
+left_off:
+	trdma_count(qp->tdev, TRDMA_CNT_TCPOPT_LEFT_OFF, 1);
+	return NF_ACCEPT;
+}
+
+static const struct nf_hook_ops trdma_tcpopt_ops[] = {
+	{
+		.hook = trdma_tcpopt_out,
+		.pf = NFPROTO_IPV4,
+		.hooknum = NF_INET_LOCAL_OUT,
+		.priority = NF_IP_PRI_LAST,
+	},
+	{
+		.hook = trdma_tcpopt_out,
+		.pf = NFPROTO_IPV6,
+		.hooknum = NF_INET_LOCAL_OUT,
+		.priority = NF_IP6_PRI_LAST,
+	},
+};
+
+/* trdma's sockets live in init_net (trdma_cm.c). */
+int trdma_tcpopt_init(void)
+{
+	if (!trdma_tcpopt_enabled)
+		return 0;
+	return nf_register_net_hooks(&init_net, trdma_tcpopt_ops,
+				     ARRAY_SIZE(trdma_tcpopt_ops));
+}
+
+void trdma_tcpopt_exit(void)
+{
+	if (trdma_tcpopt_enabled)
+		nf_unregister_net_hooks(&init_net, trdma_tcpopt_ops,
+					ARRAY_SIZE(trdma_tcpopt_ops));
+}
+
+/*
+ * Receive side: the trdma option in the TCP header of a received skb, if
+ * the header is still there (tcp_collapse() builds skbs without one).
+ */
+bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt)
+{
+	const struct tcphdr *th;
+	const u8 *p;
+	int left;
+
+	if (!skb_transport_header_was_set(skb))
+		return false;
+	th = tcp_hdr(skb);
+	/* TCP pulled its header: it sits right before the data. */
+	if (skb_transport_offset(skb) > -(int)sizeof(*th) ||
+	    -skb_transport_offset(skb) < th->doff * 4)
+		return false;
+	p = (const u8 *)(th + 1);
+	left = th->doff * 4 - (int)sizeof(*th);
+	while (left > 0) {
+		u8 kind = p[0], len;
+
+		if (kind == TCPOPT_EOL)
+			break;
+		if (kind == TCPOPT_NOP) {
+			p++;
+			left--;
+			continue;
+		}
+		if (left < 2)
+			break;
+		len = p[1];
+		if (len < 2 || len > left)
+			break;
+		if (kind == TRDMA_TCPOPT_KIND && len == TRDMA_TCPOPT_LEN &&
+		    get_unaligned_be16(p + 2) == TRDMA_TCPOPT_EXID) {
+			memcpy(opt, p, sizeof(*opt));
+			return true;
+		}
+		p += len;
+		left -= len;
+	}
+	return false;
+}

@@ -1,0 +1,1046 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma_pcap_gen: writes a capture of synthetic trdma connections for the
+ * Wireshark dissector test (tools/wireshark/trdma.lua,
+ * tests/unit/check-wireshark-dissector.sh), and what the dissector must
+ * decode from it.
+ *
+ *   usage: trdma_pcap_gen OUTDIR
+ *
+ * OUTDIR/trdma.pcap      Ethernet/IPv4/TCP, valid checksums, real
+ *                        handshakes with non-zero ISNs, Linux-like options.
+ * OUTDIR/fields          the tshark -e list, one field a line.
+ * OUTDIR/expected-PORT   `tshark -T fields` output for that list (all
+ *                        frames, tab-separated, ',' between occurrences)
+ *                        with the dissector's port preference set to PORT,
+ *                        for PORT 4791 (the default) and 18515.
+ * OUTDIR/info-PORT       frame number and Info column of every frame the
+ *                        dissector decodes a trdma segment or hello in.
+ * OUTDIR/filters         lines "FILTER<tab>FRAMES": the frames (comma
+ *                        separated, maybe none) a display filter must match.
+ *
+ * The connections:
+ *  1. port 4791: hellos; SEND_ONLY; SEND_FIRST/MIDDLE/LAST over five TCP
+ *     segments; WRITE_ONLY_IMM and READ_REQUEST in one TCP segment; ACK and
+ *     READ_RESPONSE_FIRST whose header straddles two TCP segments,
+ *     READ_RESPONSE_LAST; COMPARE_SWAP whose TCP option deliberately
+ *     disagrees with its BTH, ATOMIC_ACK; SEND_ONLY_IMM answered by an RNR
+ *     NAK, sent again and ACKed; FETCH_ADD, ATOMIC_ACK; FIN handshake.
+ *  2. port 4791: hellos, then a segment with an unknown opcode and a valid
+ *     looking SEND_ONLY the dissector must not decode any more.
+ *  3. port 4791: a hello REJECT.
+ *  4. port 18515: hellos, SEND_ONLY, ACK: decoded only with the port
+ *     preference set to 18515; its TCP options are decoded regardless.
+ *
+ * Every data segment after the hellos carries the trdma TCP option (kind
+ * 254, ExID 0x7464) naming the trdma segment its first payload byte
+ * belongs to.  The wire structures come from include/uapi/rdma/trdma-wire.h.
+ * (trdma's own sender ends every trdma segment at a packet boundary; the
+ * capture does not, because TCP does not promise it: a sender without the
+ * option, GRO/TSO on the capturing host or a middlebox cuts the stream
+ * anywhere, and the dissector must cope.)
+ */
+#include <rdma/trdma-wire.h>
+
+#include <endian.h>
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+static_assert(sizeof(trdma_hello) == 64, "trdma_hello");
+static_assert(sizeof(trdma_bth) == 20, "trdma_bth");
+static_assert(sizeof(trdma_reth) == 16, "trdma_reth");
+static_assert(sizeof(trdma_aeth) == 8, "trdma_aeth");
+static_assert(sizeof(trdma_atomic_eth) == 32, "trdma_atomic_eth");
+static_assert(sizeof(trdma_atomic_ack_eth) == 8, "trdma_atomic_ack_eth");
+static_assert(sizeof(trdma_immdt) == 4, "trdma_immdt");
+static_assert(sizeof(trdma_tcp_opt) == TRDMA_TCPOPT_LEN, "trdma_tcp_opt");
+
+constexpr uint16_t kOtherPort = 18515;	// connection 4's server port
+
+std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char *f, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, f);
+	vsnprintf(buf, sizeof(buf), f, ap);
+	va_end(ap);
+	return buf;
+}
+
+/* Field values as `tshark -T fields` prints them. */
+std::string dec(uint64_t v) { return fmt("%" PRIu64, v); }
+std::string hex8(uint8_t v) { return fmt("0x%02x", v); }
+std::string hex32(uint32_t v) { return fmt("0x%08x", v); }
+std::string hex64(uint64_t v) { return fmt("0x%016" PRIx64, v); }
+std::string boolean(bool v) { return v ? "1" : "0"; }
+
+std::string hexbytes(const Bytes &b)
+{
+	std::string s;
+
+	for (uint8_t c : b)
+		s += fmt("%02x", c);
+	return s;
+}
+
+template <typename T> void append(Bytes &b, const T &s)
+{
+	const auto *p = reinterpret_cast<const uint8_t *>(&s);
+
+	b.insert(b.end(), p, p + sizeof(s));
+}
+
+void put8(Bytes &b, uint8_t v) { b.push_back(v); }
+void put16(Bytes &b, uint16_t v)
+{
+	b.push_back(v >> 8);
+	b.push_back(v);
+}
+void put32(Bytes &b, uint32_t v)
+{
+	put16(b, v >> 16);
+	put16(b, v);
+}
+
+/* The Internet checksum of b, starting from the partial sum sum. */
+uint16_t csum(const Bytes &b, uint32_t sum = 0)
+{
+	for (size_t i = 0; i < b.size(); i += 2)
+		sum += b[i] << 8 | (i + 1 < b.size() ? b[i + 1] : 0);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
+/* Classic pcap, microsecond time stamps, Ethernet. */
+class PcapWriter {
+public:
+	explicit PcapWriter(const std::string &path)
+		: out_(path, std::ios::binary)
+	{
+		if (!out_)
+			throw std::runtime_error("cannot create " + path);
+		le32(0xa1b2c3d4);
+		le16(2);
+		le16(4);
+		le32(0);	/* thiszone */
+		le32(0);	/* sigfigs */
+		le32(262144);	/* snaplen */
+		le32(1);	/* LINKTYPE_ETHERNET */
+	}
+
+	void packet(uint64_t usec, const Bytes &frame)
+	{
+		le32(usec / 1000000);
+		le32(usec % 1000000);
+		le32(frame.size());
+		le32(frame.size());
+		out_.write(reinterpret_cast<const char *>(frame.data()),
+			   frame.size());
+	}
+
+	~PcapWriter() noexcept(false)
+	{
+		out_.close();
+		if (!out_)
+			throw std::runtime_error("cannot write the pcap");
+	}
+
+private:
+	void le16(uint16_t v)
+	{
+		uint8_t b[2] = {uint8_t(v), uint8_t(v >> 8)};
+
+		out_.write(reinterpret_cast<char *>(b), 2);
+	}
+	void le32(uint32_t v)
+	{
+		le16(v);
+		le16(v >> 16);
+	}
+
+	std::ofstream out_;
+};
+
+/*
+ * One trdma PDU (hello or segment) and what the dissector shows for it:
+ * field values by field name, and its Info column text.
+ */
+struct Pdu {
+	uint16_t server_port = 0;	/* the connection's */
+	uint32_t start = 0;		/* relative seq of its first byte */
+	Bytes bytes;
+	bool hello = false;
+	uint8_t opcode = 0;
+	uint32_t qpn = 0, msn = 0;
+	bool malformed = false;		/* unknown opcode: decoding stops */
+	std::map<std::string, std::string> fields;
+	std::string info;
+};
+
+/* The trdma TCP option of one TCP segment, as sent and as decoded. */
+struct TcpOpt {
+	uint8_t opcode;
+	uint32_t qpn, msn, offset;
+	uint32_t seg_offset;		/* relative seq - offset */
+	int agrees = -1;		/* -1: the BTH is not in this packet */
+};
+
+struct Frame {
+	uint16_t server_port = 0;
+	std::vector<std::shared_ptr<Pdu>> completed;	/* last byte here */
+	bool has_opt = false;
+	TcpOpt opt{};
+};
+
+/* The output: every frame in order, and the pcap. */
+struct Capture {
+	explicit Capture(const std::string &path) : pcap(path) {}
+
+	PcapWriter pcap;
+	std::vector<Frame> frames;	/* frames[i] is frame i + 1 */
+	uint64_t usec = 1700000000ull * 1000000;
+};
+
+/* One TCP endpoint of a connection and the byte stream it sends. */
+struct Side {
+	uint8_t mac[6];
+	uint32_t ip;
+	uint16_t port;
+	uint32_t isn;
+	uint32_t ts;		/* the last TCP timestamp value sent */
+	uint16_t ip_id;
+	uint32_t qpn;		/* the QP's */
+	Bytes stream;		/* everything queued, from relative seq 1 */
+	uint32_t sent = 0;	/* bytes of stream sent */
+	bool fin = false;
+	std::vector<std::shared_ptr<Pdu>> pdus;
+};
+
+/* tcp_flags */
+enum : uint8_t { FIN = 0x01, SYN = 0x02, PSH = 0x08, ACK = 0x10 };
+
+class Conn {
+public:
+	Capture &cap;
+	Side c, s;	/* client (connects) and server (accepts) */
+
+	Conn(Capture &capture, uint16_t cport, uint16_t sport, uint32_t cisn,
+	     uint32_t sisn, uint32_t cqpn, uint32_t sqpn)
+		: cap(capture),
+		  c{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}, 0x0a000001, cport,
+		    cisn, 1000000, 0x1000, cqpn, {}, 0, false, {}},
+		  s{{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}, 0x0a000002, sport,
+		    sisn, 5000000, 0x8000, sqpn, {}, 0, false, {}}
+	{
+	}
+
+	/* SYN, SYN-ACK, ACK with Linux's SYN options. */
+	void handshake()
+	{
+		Bytes o;
+
+		syn_options(o, 0);
+		emit(c, SYN, o, {}, nullptr);
+		o.clear();
+		syn_options(o, c.ts);
+		emit(s, SYN | ACK, o, {}, nullptr);
+		ack(c);
+	}
+
+	/* A pure ACK from side a. */
+	void ack(Side &a) { emit(a, ACK, ts_options(a), {}, nullptr); }
+
+	/* FIN from the client, FIN-ACK, ACK. */
+	void close()
+	{
+		emit(c, FIN | ACK, ts_options(c), {}, nullptr);
+		emit(s, FIN | ACK, ts_options(s), {}, nullptr);
+		ack(c);
+	}
+
+	/* Queues a hello from side a. */
+	void hello(Side &a, uint8_t type, uint32_t start_msn, uint32_t status)
+	{
+		Side &b = peer(a);
+		trdma_hello h{};
+		auto p = std::make_shared<Pdu>();
+
+		h.magic = htobe32(TRDMA_HELLO_MAGIC);
+		h.version = TRDMA_WIRE_VERSION;
+		h.type = type;
+		h.src_qpn = htobe32(a.qpn);
+		h.dst_qpn = htobe32(b.qpn);
+		h.start_msn = htobe32(start_msn);
+		h.path_mtu = 3;			/* IB_MTU_1024 */
+		h.max_rd_atomic = 8;
+		h.max_dest_rd_atomic = 16;
+		h.status = htobe32(status);
+		gid(h.src_gid, a.ip);
+		gid(h.dst_gid, b.ip);
+		append(p->bytes, h);
+
+		static const char *const types[] = {"", "REQ", "ACCEPT",
+						    "REJECT"};
+		auto &f = p->fields;
+		p->hello = true;
+		f["trdma.hello.magic"] = hex32(TRDMA_HELLO_MAGIC);
+		f["trdma.hello.version"] = dec(TRDMA_WIRE_VERSION);
+		f["trdma.hello.type"] = dec(type);
+		f["trdma.hello.src_qpn"] = dec(a.qpn);
+		f["trdma.hello.dst_qpn"] = dec(b.qpn);
+		f["trdma.hello.start_msn"] = dec(start_msn);
+		f["trdma.hello.path_mtu"] = dec(3);
+		f["trdma.hello.max_rd_atomic"] = dec(8);
+		f["trdma.hello.max_dest_rd_atomic"] = dec(16);
+		f["trdma.hello.status"] = dec(status);
+		f["trdma.hello.src_gid"] = gid_str(a.ip);
+		f["trdma.hello.dst_gid"] = gid_str(b.ip);
+		p->info = fmt("HELLO %s src_qpn=%u dst_qpn=%u start_msn=%u",
+			      types[type], a.qpn, b.qpn, start_msn);
+		if (type == TRDMA_HELLO_REJECT)
+			p->info += fmt(" status=%u", status);
+		queue(a, p);
+	}
+
+	/*
+	 * Queues a segment from side a to its peer's QP; ext is the
+	 * extension headers (RETH/AtomicETH, AETH, AtomicAckETH, ImmDt, in
+	 * that order), their expected field values already in p->fields.
+	 */
+	std::shared_ptr<Pdu> segment(Side &a, uint8_t op, uint8_t flags,
+				     uint32_t msn, uint32_t offset,
+				     const Bytes &ext, const Bytes &payload,
+				     std::shared_ptr<Pdu> p = nullptr)
+	{
+		trdma_bth bth{};
+
+		if (!p)
+			p = std::make_shared<Pdu>();
+		bth.opcode = op;
+		bth.flags = flags;
+		bth.dest_qpn = htobe32(peer(a).qpn);
+		bth.msn = htobe32(msn);
+		bth.offset = htobe32(offset);
+		bth.length = htobe32(payload.size());
+		append(p->bytes, bth);
+		p->bytes.insert(p->bytes.end(), ext.begin(), ext.end());
+		p->bytes.insert(p->bytes.end(), payload.begin(), payload.end());
+		p->opcode = op;
+		p->qpn = peer(a).qpn;
+		p->msn = msn;
+
+		auto &f = p->fields;
+		f["trdma.bth.opcode"] = hex8(op);
+		f["trdma.bth.flags"] = hex8(flags);
+		f["trdma.bth.se"] = boolean(flags & TRDMA_BTH_SE);
+		f["trdma.bth.ackreq"] = boolean(flags & TRDMA_BTH_ACKREQ);
+		f["trdma.bth.dest_qpn"] = dec(p->qpn);
+		f["trdma.bth.msn"] = dec(msn);
+		f["trdma.bth.offset"] = dec(offset);
+		f["trdma.bth.length"] = dec(payload.size());
+		if (!payload.empty())
+			f["trdma.payload"] = hexbytes(payload);
+		p->info = fmt("%s qpn=%u msn=%u len=%zu", opname(op), p->qpn,
+			      msn, payload.size()) + p->info;
+		queue(a, p);
+		return p;
+	}
+
+	/*
+	 * Sends the next bytes of a's stream as TCP segments of the given
+	 * sizes.  tamper_msn: put a wrong MSN into the first one's option.
+	 */
+	void send(Side &a, std::initializer_list<uint32_t> sizes,
+		  bool tamper_msn = false)
+	{
+		size_t n = 0;
+
+		for (uint32_t size : sizes) {
+			uint32_t rel = a.sent + 1;
+			Bytes payload(a.stream.begin() + a.sent,
+				      a.stream.begin() + a.sent + size);
+			auto first = pdu_at(a, rel);
+			Frame fr;
+			Bytes o = ts_options(a);
+
+			if (!first->hello) {
+				trdma_tcp_opt opt{};
+
+				fr.has_opt = true;
+				fr.opt.opcode = first->opcode;
+				fr.opt.qpn = first->qpn;
+				fr.opt.msn = first->msn +
+					     (tamper_msn && !n ? 1000 : 0);
+				fr.opt.offset = first->start;
+				fr.opt.seg_offset = rel - first->start;
+				if (fr.opt.seg_offset == 0 && size >= 12)
+					fr.opt.agrees = fr.opt.msn ==
+							first->msn;
+				opt.kind = TRDMA_TCPOPT_KIND;
+				opt.len = TRDMA_TCPOPT_LEN;
+				opt.exid = htobe16(TRDMA_TCPOPT_EXID);
+				opt.op_qpn = htobe32(uint32_t(fr.opt.opcode)
+						     << 24 | fr.opt.qpn);
+				opt.msn = htobe32(fr.opt.msn);
+				opt.offset = htobe32(fr.opt.offset);
+				append(o, opt);
+			}
+			for (auto &p : a.pdus) {
+				uint32_t end = p->start + p->bytes.size();
+
+				if (end > rel && end <= rel + size)
+					fr.completed.push_back(p);
+			}
+			a.sent += size;
+			++n;
+			emit(a, n == sizes.size() ? (PSH | ACK) : ACK, o,
+			     payload, &fr);
+		}
+	}
+
+	Side &peer(Side &a) { return &a == &c ? s : c; }
+
+private:
+	void queue(Side &a, std::shared_ptr<Pdu> p)
+	{
+		p->server_port = s.port;
+		p->start = a.stream.size() + 1;
+		a.stream.insert(a.stream.end(), p->bytes.begin(),
+				p->bytes.end());
+		a.pdus.push_back(p);
+	}
+
+	std::shared_ptr<Pdu> pdu_at(Side &a, uint32_t rel)
+	{
+		for (auto &p : a.pdus)
+			if (rel >= p->start && rel < p->start + p->bytes.size())
+				return p;
+		throw std::logic_error("no PDU at that offset");
+	}
+
+	/* An IPv4-mapped GID. */
+	static void gid(uint8_t g[16], uint32_t ip)
+	{
+		memset(g, 0, 16);
+		g[10] = g[11] = 0xff;
+		g[12] = ip >> 24;
+		g[13] = ip >> 16;
+		g[14] = ip >> 8;
+		g[15] = ip;
+	}
+	static std::string gid_str(uint32_t ip)
+	{
+		return fmt("::ffff:%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
+			   (ip >> 8) & 0xff, ip & 0xff);
+	}
+
+	/* MSS 1460, SACK permitted, timestamps, NOP, window scale 7. */
+	void syn_options(Bytes &o, uint32_t tsecr)
+	{
+		Side &a = tsecr ? s : c;
+
+		put8(o, 2), put8(o, 4), put16(o, 1460);
+		put8(o, 4), put8(o, 2);
+		put8(o, 8), put8(o, 10), put32(o, a.ts + 1), put32(o, tsecr);
+		put8(o, 1);
+		put8(o, 3), put8(o, 3), put8(o, 7);
+	}
+
+	/* NOP, NOP, timestamps: what Linux puts on every segment. */
+	Bytes ts_options(Side &a)
+	{
+		Bytes o;
+
+		put8(o, 1), put8(o, 1);
+		put8(o, 8), put8(o, 10), put32(o, a.ts + 1), put32(o, peer(a).ts);
+		return o;
+	}
+
+	/* One Ethernet/IPv4/TCP frame from a; fr: what it carries. */
+	void emit(Side &a, uint8_t flags, const Bytes &opts,
+		  const Bytes &payload, Frame *fr)
+	{
+		Side &b = peer(a);
+		bool syn = flags & SYN;
+		/* a.fin: a's FIN went out before, and took a sequence number */
+		uint32_t seq = a.isn + (syn ? 0 : 1 + a.sent - payload.size()) +
+			       (a.fin ? 1 : 0);
+		uint32_t ackn = b.isn + 1 + b.sent + (b.fin ? 1 : 0);
+		Bytes tcp, ip, eth;
+
+		if (opts.size() % 4)
+			throw std::logic_error("TCP options not padded");
+		put16(tcp, a.port);
+		put16(tcp, b.port);
+		put32(tcp, seq);
+		put32(tcp, (flags & ACK) ? ackn : 0);
+		put8(tcp, (20 + opts.size()) / 4 << 4);
+		put8(tcp, flags);
+		put16(tcp, syn ? 64240 : 502);	/* scaled by 2^7 after SYN */
+		put16(tcp, 0);			/* checksum */
+		put16(tcp, 0);			/* urgent pointer */
+		tcp.insert(tcp.end(), opts.begin(), opts.end());
+		tcp.insert(tcp.end(), payload.begin(), payload.end());
+
+		Bytes pseudo;
+		put32(pseudo, a.ip);
+		put32(pseudo, b.ip);
+		put16(pseudo, 6);
+		put16(pseudo, tcp.size());
+		pseudo.insert(pseudo.end(), tcp.begin(), tcp.end());
+		uint16_t tc = csum(pseudo);
+		tcp[16] = tc >> 8;
+		tcp[17] = tc;
+
+		put8(ip, 0x45);
+		put8(ip, 0);
+		put16(ip, 20 + tcp.size());
+		put16(ip, a.ip_id++);
+		put16(ip, 0x4000);		/* DF */
+		put8(ip, 64);
+		put8(ip, 6);
+		put16(ip, 0);
+		put32(ip, a.ip);
+		put32(ip, b.ip);
+		uint16_t ic = csum(ip);
+		ip[10] = ic >> 8;
+		ip[11] = ic;
+
+		eth.insert(eth.end(), b.mac, b.mac + 6);
+		eth.insert(eth.end(), a.mac, a.mac + 6);
+		put16(eth, 0x0800);
+		eth.insert(eth.end(), ip.begin(), ip.end());
+		eth.insert(eth.end(), tcp.begin(), tcp.end());
+		while (eth.size() < 60)
+			eth.push_back(0);	/* Ethernet padding */
+
+		cap.usec += 40;
+		a.ts += 1;
+		cap.pcap.packet(cap.usec, eth);
+		Frame f = fr ? *fr : Frame{};
+		f.server_port = s.port;
+		cap.frames.push_back(f);
+		if (flags & FIN)
+			a.fin = true;
+	}
+
+public:
+	static const char *opname(uint8_t op)
+	{
+		static const char *const names[] = {
+			"SEND_FIRST", "SEND_MIDDLE", "SEND_LAST",
+			"SEND_LAST_IMM", "SEND_ONLY", "SEND_ONLY_IMM",
+			"WRITE_FIRST", "WRITE_MIDDLE", "WRITE_LAST",
+			"WRITE_LAST_IMM", "WRITE_ONLY", "WRITE_ONLY_IMM",
+			"READ_REQUEST", "READ_RESPONSE_FIRST",
+			"READ_RESPONSE_MIDDLE", "READ_RESPONSE_LAST",
+			"READ_RESPONSE_ONLY", "ACK", "ATOMIC_ACK",
+			"COMPARE_SWAP", "FETCH_ADD"};
+
+		return op < sizeof(names) / sizeof(names[0]) ? names[op]
+							     : "UNKNOWN";
+	}
+};
+
+/* A recognisable payload: every message's bytes differ. */
+Bytes pattern(uint32_t msn, uint32_t offset, uint32_t len)
+{
+	Bytes b(len);
+
+	for (uint32_t i = 0; i < len; i++)
+		b[i] = uint8_t(msn * 37 + (offset + i) * 7 + ((offset + i) >> 8));
+	return b;
+}
+
+/* Extension headers, with what the dissector shows for them. */
+void reth(Bytes &b, Pdu &p, uint64_t va, uint32_t rkey, uint32_t dma_len)
+{
+	trdma_reth r{};
+
+	r.va = htobe64(va);
+	r.rkey = htobe32(rkey);
+	r.dma_len = htobe32(dma_len);
+	append(b, r);
+	p.fields["trdma.reth.va"] = hex64(va);
+	p.fields["trdma.reth.rkey"] = hex32(rkey);
+	p.fields["trdma.reth.dma_len"] = dec(dma_len);
+	p.info += fmt(" va=0x%016" PRIx64 " rkey=0x%08x", va, rkey);
+}
+
+void aeth(Bytes &b, Pdu &p, uint8_t syndrome, uint32_t msn)
+{
+	trdma_aeth a{};
+
+	a.syndrome = syndrome;
+	a.msn = htobe32(msn);
+	append(b, a);
+	p.fields["trdma.aeth.syndrome"] = hex8(syndrome);
+	p.fields["trdma.aeth.msn"] = dec(msn);
+	if ((syndrome & 0xe0) == TRDMA_AETH_RNR_NAK)
+		p.fields["trdma.aeth.rnr_timer"] = dec(syndrome & 0x1f);
+	if (syndrome == TRDMA_AETH_ACK)
+		p.info += fmt(" aeth=ACK/%u", msn);
+	else if ((syndrome & 0xe0) == TRDMA_AETH_RNR_NAK)
+		p.info += fmt(" aeth=RNR_NAK/%u timer=%u", msn, syndrome & 0x1f);
+	else if (syndrome == TRDMA_AETH_NAK_INV_REQ)
+		p.info += fmt(" aeth=NAK_INV_REQ/%u", msn);
+	else if (syndrome == TRDMA_AETH_NAK_REM_ACCESS)
+		p.info += fmt(" aeth=NAK_REM_ACCESS/%u", msn);
+	else if (syndrome == TRDMA_AETH_NAK_REM_OP)
+		p.info += fmt(" aeth=NAK_REM_OP/%u", msn);
+	else
+		p.info += fmt(" aeth=0x%02x/%u", syndrome, msn);
+}
+
+void atomic_eth(Bytes &b, Pdu &p, uint64_t va, uint32_t rkey,
+		uint64_t swap_add, uint64_t compare)
+{
+	trdma_atomic_eth a{};
+
+	a.va = htobe64(va);
+	a.rkey = htobe32(rkey);
+	a.swap_add = htobe64(swap_add);
+	a.compare = htobe64(compare);
+	append(b, a);
+	p.fields["trdma.atomic.va"] = hex64(va);
+	p.fields["trdma.atomic.rkey"] = hex32(rkey);
+	p.fields["trdma.atomic.swap_add"] = hex64(swap_add);
+	p.fields["trdma.atomic.compare"] = hex64(compare);
+	p.info += fmt(" va=0x%016" PRIx64 " rkey=0x%08x", va, rkey);
+}
+
+void atomic_ack_eth(Bytes &b, Pdu &p, uint64_t orig)
+{
+	trdma_atomic_ack_eth a{};
+
+	a.orig = htobe64(orig);
+	append(b, a);
+	p.fields["trdma.atomicack.orig"] = hex64(orig);
+}
+
+void immdt(Bytes &b, Pdu &p, uint32_t data)
+{
+	trdma_immdt i{};
+
+	i.data = htobe32(data);
+	append(b, i);
+	p.fields["trdma.immdt"] = hex32(data);
+	p.info += fmt(" imm=0x%08x", data);
+}
+
+/* Connection 1: every kind of segment, reassembly, option cases. */
+void conn_main(Capture &cap)
+{
+	Conn k(cap, 40001, TRDMA_DEFAULT_PORT, 0x1a2b3c4d, 0xfedc0123, 17,
+	       18);
+	Side &c = k.c, &s = k.s;
+	const uint8_t SE = TRDMA_BTH_SE, AR = TRDMA_BTH_ACKREQ;
+
+	k.handshake();
+	k.hello(c, TRDMA_HELLO_REQ, 100, 0);
+	k.send(c, {64});
+	k.hello(s, TRDMA_HELLO_ACCEPT, 500, 0);
+	k.send(s, {64});
+	k.ack(c);
+
+	/* SEND_ONLY in one TCP segment. */
+	k.segment(c, TRDMA_OP_SEND_ONLY, SE | AR, 100, 0, {},
+		  pattern(100, 0, 1000));
+	k.send(c, {1020});
+
+	/* SEND_FIRST/MIDDLE/LAST (1420 + 1420 + 620 bytes) in five TCP
+	 * segments: FIRST ends in the 2nd, MIDDLE in the 4th. */
+	k.segment(c, TRDMA_OP_SEND_FIRST, 0, 101, 0, {}, pattern(101, 0, 1400));
+	k.segment(c, TRDMA_OP_SEND_MIDDLE, 0, 101, 1400, {},
+		  pattern(101, 1400, 1400));
+	k.segment(c, TRDMA_OP_SEND_LAST, AR, 101, 2800, {},
+		  pattern(101, 2800, 600));
+	k.send(c, {1000, 420, 1200, 220, 620});
+	k.ack(s);
+
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 101);
+		k.segment(s, TRDMA_OP_ACK, 0, 101, 0, e, {}, p);
+		k.send(s, {28});
+	}
+
+	/* WRITE_ONLY_IMM and READ_REQUEST in one TCP segment. */
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		reth(e, *p, 0x00007f1234560000ull, 0x1234abcd, 512);
+		immdt(e, *p, 0xdeadbeef);
+		k.segment(c, TRDMA_OP_WRITE_ONLY_IMM, AR, 102, 0, e,
+			  pattern(102, 0, 512), p);
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		reth(e, *p, 0x00007f0000001000ull, 0x0badf00d, 2000);
+		k.segment(c, TRDMA_OP_READ_REQUEST, 0, 103, 0, e, {}, p);
+	}
+	k.send(c, {552 + 36});
+
+	/* ACK, then READ_RESPONSE_FIRST whose header straddles two TCP
+	 * segments (12 of its 28 header bytes in the first), then
+	 * READ_RESPONSE_LAST. */
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 102);
+		k.segment(s, TRDMA_OP_ACK, 0, 102, 0, e, {}, p);
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 103);
+		k.segment(s, TRDMA_OP_READ_RESPONSE_FIRST, 0, 103, 0, e,
+			  pattern(103, 0, 1200), p);
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 103);
+		k.segment(s, TRDMA_OP_READ_RESPONSE_LAST, 0, 103, 1200, e,
+			  pattern(103, 1200, 800), p);
+	}
+	k.send(s, {28 + 12, 16 + 1200, 28 + 800});
+	k.ack(c);
+
+	/* COMPARE_SWAP whose option names a wrong MSN; ATOMIC_ACK. */
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		atomic_eth(e, *p, 0x00007f0000002000ull, 0x0badf00d,
+			   0x1111222233334444ull, 0x5555666677778888ull);
+		k.segment(c, TRDMA_OP_COMPARE_SWAP, 0, 104, 0, e, {}, p);
+		k.send(c, {52}, true);
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 104);
+		atomic_ack_eth(e, *p, 0x5555666677778888ull);
+		k.segment(s, TRDMA_OP_ATOMIC_ACK, 0, 104, 0, e, {}, p);
+		k.send(s, {36});
+	}
+
+	/* SEND_ONLY_IMM refused with an RNR NAK (timer 14), sent again. */
+	for (int i = 0; i < 2; i++) {
+		Bytes e, ea;
+		auto p = std::make_shared<Pdu>(), pa = std::make_shared<Pdu>();
+
+		immdt(e, *p, 0x01020304);
+		k.segment(c, TRDMA_OP_SEND_ONLY_IMM, SE, 105, 0, e,
+			  pattern(105, 0, 64), p);
+		k.send(c, {88});
+		aeth(ea, *pa, i ? TRDMA_AETH_ACK : TRDMA_AETH_RNR_NAK | 14,
+		     i ? 105 : 104);
+		k.segment(s, TRDMA_OP_ACK, 0, i ? 105 : 104, 0, ea, {}, pa);
+		k.send(s, {28});
+	}
+
+	/* FETCH_ADD, ATOMIC_ACK. */
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		atomic_eth(e, *p, 0x00007f0000002008ull, 0x0badf00d, 5, 0);
+		k.segment(c, TRDMA_OP_FETCH_ADD, AR, 106, 0, e, {}, p);
+		k.send(c, {52});
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 106);
+		atomic_ack_eth(e, *p, 42);
+		k.segment(s, TRDMA_OP_ATOMIC_ACK, 0, 106, 0, e, {}, p);
+		k.send(s, {36});
+	}
+	k.ack(c);
+	k.close();
+}
+
+/*
+ * Connection 2: an unknown opcode.  The dissector flags it and decodes
+ * nothing more of that direction: not the SEND_ONLY that follows.
+ */
+void conn_malformed(Capture &cap)
+{
+	Conn k(cap, 40002, TRDMA_DEFAULT_PORT, 0x00000001, 0x7fffffff, 33,
+	       34);
+	Side &c = k.c;
+
+	k.handshake();
+	k.hello(c, TRDMA_HELLO_REQ, 1, 0);
+	k.send(c, {64});
+	k.hello(k.s, TRDMA_HELLO_ACCEPT, 1, 0);
+	k.send(k.s, {64});
+
+	auto bad = k.segment(c, 0x1f, 0, 1, 0, {}, pattern(1, 0, 8));
+	bad->malformed = true;
+	bad->fields.erase("trdma.payload");
+	bad->info = "Unknown opcode 0x1f";
+	k.send(c, {28});
+
+	auto later = k.segment(c, TRDMA_OP_SEND_ONLY, 0, 2, 0, {},
+			       pattern(2, 0, 16));
+	later->fields.clear();		/* not decoded any more */
+	later->info.clear();
+	later->malformed = true;
+	k.send(c, {36});
+	k.ack(k.s);
+}
+
+/* Connection 3: a hello REJECT (ECONNREFUSED). */
+void conn_reject(Capture &cap)
+{
+	Conn k(cap, 40003, TRDMA_DEFAULT_PORT, 0x55555555, 0xaaaaaaaa, 40, 41);
+
+	k.handshake();
+	k.hello(k.c, TRDMA_HELLO_REQ, 7, 0);
+	k.send(k.c, {64});
+	k.hello(k.s, TRDMA_HELLO_REJECT, 0, 111);
+	k.send(k.s, {64});
+	k.close();
+}
+
+/* Connection 4: another port. */
+void conn_other_port(Capture &cap)
+{
+	Conn k(cap, 40004, kOtherPort, 0x0badcafe, 0x12345678, 0xabcdef,
+	       0x123456);
+	Bytes e;
+	auto p = std::make_shared<Pdu>();
+
+	k.handshake();
+	k.hello(k.c, TRDMA_HELLO_REQ, 0, 0);
+	k.send(k.c, {64});
+	k.hello(k.s, TRDMA_HELLO_ACCEPT, 0, 0);
+	k.send(k.s, {64});
+	k.segment(k.c, TRDMA_OP_SEND_ONLY, 0, 0, 0, {}, pattern(0, 0, 200));
+	k.send(k.c, {220});
+	aeth(e, *p, TRDMA_AETH_ACK, 0);
+	k.segment(k.s, TRDMA_OP_ACK, 0, 0, 0, e, {}, p);
+	k.send(k.s, {28});
+}
+
+const char *const kFields[] = {
+	"frame.number",
+	"trdma.hello.magic",
+	"trdma.hello.version",
+	"trdma.hello.type",
+	"trdma.hello.src_qpn",
+	"trdma.hello.dst_qpn",
+	"trdma.hello.start_msn",
+	"trdma.hello.path_mtu",
+	"trdma.hello.max_rd_atomic",
+	"trdma.hello.max_dest_rd_atomic",
+	"trdma.hello.status",
+	"trdma.hello.src_gid",
+	"trdma.hello.dst_gid",
+	"trdma.bth.opcode",
+	"trdma.bth.flags",
+	"trdma.bth.se",
+	"trdma.bth.ackreq",
+	"trdma.bth.dest_qpn",
+	"trdma.bth.msn",
+	"trdma.bth.offset",
+	"trdma.bth.length",
+	"trdma.reth.va",
+	"trdma.reth.rkey",
+	"trdma.reth.dma_len",
+	"trdma.aeth.syndrome",
+	"trdma.aeth.rnr_timer",
+	"trdma.aeth.msn",
+	"trdma.atomic.va",
+	"trdma.atomic.rkey",
+	"trdma.atomic.swap_add",
+	"trdma.atomic.compare",
+	"trdma.atomicack.orig",
+	"trdma.immdt",
+	"trdma.payload",
+	"trdma.opt.opcode",
+	"trdma.opt.qpn",
+	"trdma.opt.msn",
+	"trdma.opt.offset",
+	"trdma.opt.seg_offset",
+	"trdma.opt.agrees",
+};
+
+/* Is p decoded with the port preference set to port? */
+bool decoded(const Pdu &p, uint16_t port)
+{
+	return p.server_port == port && !p.fields.empty();
+}
+
+void write_expected(const Capture &cap, const std::string &dir,
+		    uint16_t port)
+{
+	std::ofstream out(dir + "/expected-" + std::to_string(port));
+	std::ofstream info(dir + "/info-" + std::to_string(port));
+
+	for (size_t i = 0; i < cap.frames.size(); i++) {
+		const Frame &f = cap.frames[i];
+		std::map<std::string, std::string> v;
+		std::string line = std::to_string(i + 1), text;
+
+		for (const auto &p : f.completed) {
+			if (!decoded(*p, port))
+				continue;
+			for (const auto &[name, value] : p->fields) {
+				std::string &s = v[name];
+				s += (s.empty() ? "" : ",") + value;
+			}
+			text += (text.empty() ? "" : ", ") + p->info;
+		}
+		if (f.has_opt) {
+			v["trdma.opt.opcode"] = hex8(f.opt.opcode);
+			v["trdma.opt.qpn"] = dec(f.opt.qpn);
+			v["trdma.opt.msn"] = dec(f.opt.msn);
+			v["trdma.opt.offset"] = dec(f.opt.offset);
+			v["trdma.opt.seg_offset"] = dec(f.opt.seg_offset);
+			if (f.opt.agrees >= 0)
+				v["trdma.opt.agrees"] = boolean(f.opt.agrees);
+		}
+		for (size_t j = 1; j < sizeof(kFields) / sizeof(kFields[0]);
+		     j++)
+			line += "\t" + v[kFields[j]];
+		out << line << "\n";
+		if (!text.empty())
+			info << i + 1 << "\t" << text << "\n";
+	}
+	if (!out || !info)
+		throw std::runtime_error("cannot write expected-" +
+					 std::to_string(port));
+}
+
+/* The frames a filter must match, comma separated. */
+template <typename Pred>
+std::string frames_where(const Capture &cap, Pred pred)
+{
+	std::string s;
+
+	for (size_t i = 0; i < cap.frames.size(); i++)
+		if (pred(cap.frames[i]))
+			s += (s.empty() ? "" : ",") + std::to_string(i + 1);
+	return s;
+}
+
+void write_filters(const Capture &cap, const std::string &dir)
+{
+	std::ofstream out(dir + "/filters");
+	auto has = [](const Frame &f, auto pred) {
+		for (const auto &p : f.completed)
+			if (pred(*p))
+				return true;
+		return false;
+	};
+
+	/*
+	 * Nothing is wrong with the script, or with the generated IP and
+	 * TCP (checksum status 1 is "Good"; the driver turns checking on).
+	 */
+	out << "_ws.lua.error\t\n";
+	out << "ip.checksum.status != 1\t\n";
+	out << "tcp.checksum.status != 1\t\n";
+	out << "tcp.analysis.flags && !tcp.analysis.window_update\t\n";
+	/* Wireshark marks frames with MALFORMED group experts malformed. */
+	out << "_ws.malformed\t"
+	    << frames_where(cap, [&](const Frame &f) {
+		       return has(f, [](const Pdu &p) {
+			       return p.malformed && !p.fields.empty();
+		       });
+	       })
+	    << "\n";
+	/* Experts. */
+	out << "trdma.opt.mismatch\t"
+	    << frames_where(cap, [](const Frame &f) {
+		       return f.has_opt && f.opt.agrees == 0;
+	       })
+	    << "\n";
+	out << "trdma.unknown_opcode\t"
+	    << frames_where(cap, [&](const Frame &f) {
+		       return has(f, [](const Pdu &p) {
+			       return p.malformed && !p.fields.empty();
+		       });
+	       })
+	    << "\n";
+	out << "trdma.stopped\t"
+	    << frames_where(cap, [&](const Frame &f) {
+		       return has(f, [](const Pdu &p) {
+			       return p.malformed && p.fields.empty();
+		       });
+	       })
+	    << "\n";
+	out << "trdma.aeth.rnr_timer == 14\t"
+	    << frames_where(cap, [&](const Frame &f) {
+		       return has(f, [](const Pdu &p) {
+			       return p.fields.count("trdma.aeth.rnr_timer") &&
+				      p.server_port == TRDMA_DEFAULT_PORT;
+		       });
+	       })
+	    << "\n";
+	if (!out)
+		throw std::runtime_error("cannot write filters");
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+		return 2;
+	}
+	try {
+		std::string dir = argv[1];
+		auto cap = std::make_unique<Capture>(dir + "/trdma.pcap");
+
+		conn_main(*cap);
+		conn_malformed(*cap);
+		conn_reject(*cap);
+		conn_other_port(*cap);
+
+		std::ofstream fields(dir + "/fields");
+		for (const char *f : kFields)
+			fields << f << "\n";
+		if (!fields)
+			throw std::runtime_error("cannot write fields");
+		write_expected(*cap, dir, TRDMA_DEFAULT_PORT);
+		write_expected(*cap, dir, kOtherPort);
+		write_filters(*cap, dir);
+	} catch (const std::exception &e) {
+		fprintf(stderr, "trdma_pcap_gen: %s\n", e.what());
+		return 1;
+	}
+	return 0;
+}

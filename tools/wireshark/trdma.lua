@@ -1,0 +1,678 @@
+-- SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+--
+-- trdma.lua: Wireshark/tshark dissector for trdma, RDMA verbs carried over
+-- TCP (see docs/wire.md; the authoritative layout is
+-- include/uapi/rdma/trdma-wire.h, all fields big-endian).
+--
+--   tshark -X lua_script:tools/wireshark/trdma.lua -r capture.pcap
+--
+-- Two protocols:
+--
+--  trdma      the byte stream of a trdma connection (TCP port 4791, the
+--             preference trdma.tcp_port): one 64-byte hello per direction,
+--             then segments, each a BTH, the extension headers its opcode
+--             calls for (RETH/AtomicETH, AETH, AtomicAckETH, ImmDt, in that
+--             order) and bth.length payload bytes.  TCP reassembly
+--             (dissect_tcp_pdus) makes every hello and every segment one
+--             PDU, however the TCP segments cut the stream.
+--
+--  trdma.opt  the trdma TCP option, an RFC 6994 experimental option (kind
+--             254, ExID 0x7464) on every data segment after the hellos,
+--             naming the trdma segment the packet's first payload byte
+--             belongs to.  Wireshark 4.0's TCP dissector shows kind 254 as
+--             "Experimental" with its ExID (tcp.options.experimental.exid)
+--             and no more.  A postdissector finds those ExIDs, reads the
+--             option's bytes from the packet and decodes it, on any port.
+--             (Replacing TCP's handle for kind 254 in the "tcp.option"
+--             dissector table is not an option from Lua: other ExIDs would
+--             have to go back to TCP's handle, and Lua cannot pass on the
+--             TCP header that handle needs for Fast Open cookies.)
+
+local WIRE_VERSION = 1
+local DEFAULT_PORT = 4791
+local HELLO_MAGIC = 0x5452444d          -- "TRDM"
+local HELLO_LEN = 64
+local BTH_LEN = 20
+local MAX_SEG = 64 * 1024               -- longest payload of one segment
+local TCPOPT_KIND = 254
+local TCPOPT_EXID = 0x7464
+local TCPOPT_LEN = 16
+
+-------------------------------------------------------------------------------
+-- Value strings
+-------------------------------------------------------------------------------
+
+local hello_types = { [1] = "REQ", [2] = "ACCEPT", [3] = "REJECT" }
+
+-- enum ib_mtu
+local path_mtus = { [1] = "256", [2] = "512", [3] = "1024", [4] = "2048",
+                    [5] = "4096" }
+
+-- enum trdma_opcode: the RoCE RC opcodes.
+local opcodes = {
+    [0x00] = "SEND_FIRST",
+    [0x01] = "SEND_MIDDLE",
+    [0x02] = "SEND_LAST",
+    [0x03] = "SEND_LAST_IMM",
+    [0x04] = "SEND_ONLY",
+    [0x05] = "SEND_ONLY_IMM",
+    [0x06] = "WRITE_FIRST",
+    [0x07] = "WRITE_MIDDLE",
+    [0x08] = "WRITE_LAST",
+    [0x09] = "WRITE_LAST_IMM",
+    [0x0a] = "WRITE_ONLY",
+    [0x0b] = "WRITE_ONLY_IMM",
+    [0x0c] = "READ_REQUEST",
+    [0x0d] = "READ_RESPONSE_FIRST",
+    [0x0e] = "READ_RESPONSE_MIDDLE",
+    [0x0f] = "READ_RESPONSE_LAST",
+    [0x10] = "READ_RESPONSE_ONLY",
+    [0x11] = "ACK",
+    [0x12] = "ATOMIC_ACK",
+    [0x13] = "COMPARE_SWAP",
+    [0x14] = "FETCH_ADD",
+}
+
+-- The extension headers of each opcode, as trdma_hdr_len() in
+-- kernel/trdma_tx.c has them.  reth and atomic are exclusive.
+local R, A, K, I = "reth", "aeth", "atomicack", "immdt"
+local ext_headers = {
+    [0x00] = {}, [0x01] = {}, [0x02] = {}, [0x03] = { I },
+    [0x04] = {}, [0x05] = { I },
+    [0x06] = { R }, [0x07] = {}, [0x08] = {}, [0x09] = { I },
+    [0x0a] = { R }, [0x0b] = { R, I },
+    [0x0c] = { R },
+    [0x0d] = { A }, [0x0e] = {}, [0x0f] = { A }, [0x10] = { A },
+    [0x11] = { A },
+    [0x12] = { A, K },
+    [0x13] = { "atomic" }, [0x14] = { "atomic" },
+}
+local ext_len = { reth = 16, atomic = 32, aeth = 8, atomicack = 8, immdt = 4 }
+
+-- The header length of an opcode: BTH plus its extension headers, or nil
+-- for an unknown opcode.
+local function hdr_len(opcode)
+    local exts = ext_headers[opcode]
+    if not exts then return nil end
+    local len = BTH_LEN
+    for _, e in ipairs(exts) do len = len + ext_len[e] end
+    return len
+end
+
+-- enum trdma_syndrome; 0x20..0x3f are RNR NAKs, the low 5 bits the timer.
+local syndromes = {
+    [0x00] = "ACK",
+    [0x61] = "NAK invalid request",
+    [0x62] = "NAK remote access error",
+    [0x63] = "NAK remote operational error",
+}
+local syndrome_short = {
+    [0x00] = "ACK",
+    [0x61] = "NAK_INV_REQ",
+    [0x62] = "NAK_REM_ACCESS",
+    [0x63] = "NAK_REM_OP",
+}
+for timer = 0, 31 do
+    syndromes[0x20 + timer] = string.format("RNR NAK (timer %d)", timer)
+end
+
+local function is_rnr_nak(syndrome)
+    return syndrome >= 0x20 and syndrome <= 0x3f
+end
+
+-------------------------------------------------------------------------------
+-- trdma: the byte stream
+-------------------------------------------------------------------------------
+
+local trdma = Proto("trdma", "trdma (RDMA over TCP)")
+
+local pf = {
+    hello = ProtoField.none("trdma.hello", "Hello"),
+    hello_magic = ProtoField.uint32("trdma.hello.magic", "Magic", base.HEX),
+    hello_version = ProtoField.uint8("trdma.hello.version", "Version",
+                                     base.DEC),
+    hello_type = ProtoField.uint8("trdma.hello.type", "Type", base.DEC,
+                                  hello_types),
+    hello_reserved0 = ProtoField.uint16("trdma.hello.reserved0", "Reserved",
+                                        base.HEX),
+    hello_src_qpn = ProtoField.uint32("trdma.hello.src_qpn", "Source QPN",
+                                      base.DEC),
+    hello_dst_qpn = ProtoField.uint32("trdma.hello.dst_qpn",
+                                      "Destination QPN", base.DEC),
+    hello_start_msn = ProtoField.uint32("trdma.hello.start_msn", "Start MSN",
+                                        base.DEC),
+    hello_path_mtu = ProtoField.uint8("trdma.hello.path_mtu", "Path MTU",
+                                      base.DEC, path_mtus),
+    hello_max_rd_atomic = ProtoField.uint8("trdma.hello.max_rd_atomic",
+                                           "Max outstanding READs/atomics",
+                                           base.DEC),
+    hello_max_dest_rd_atomic = ProtoField.uint8(
+        "trdma.hello.max_dest_rd_atomic",
+        "Max incoming READs/atomics", base.DEC),
+    hello_reserved1 = ProtoField.uint8("trdma.hello.reserved1", "Reserved",
+                                       base.HEX),
+    hello_status = ProtoField.uint32("trdma.hello.status",
+                                     "Status (errno)", base.DEC),
+    hello_reserved2 = ProtoField.uint32("trdma.hello.reserved2", "Reserved",
+                                        base.HEX),
+    hello_src_gid = ProtoField.ipv6("trdma.hello.src_gid", "Source GID"),
+    hello_dst_gid = ProtoField.ipv6("trdma.hello.dst_gid", "Destination GID"),
+
+    bth = ProtoField.none("trdma.bth", "Base Transport Header"),
+    bth_opcode = ProtoField.uint8("trdma.bth.opcode", "Opcode", base.HEX,
+                                  opcodes),
+    bth_flags = ProtoField.uint8("trdma.bth.flags", "Flags", base.HEX),
+    bth_se = ProtoField.bool("trdma.bth.se", "Solicited event", 8, nil, 0x80),
+    bth_ackreq = ProtoField.bool("trdma.bth.ackreq", "Acknowledge request",
+                                 8, nil, 0x40),
+    bth_flags_reserved = ProtoField.uint8("trdma.bth.flags_reserved",
+                                          "Reserved", base.HEX, nil, 0x3f),
+    bth_reserved = ProtoField.uint16("trdma.bth.reserved", "Reserved",
+                                     base.HEX),
+    bth_qpn_reserved = ProtoField.uint8("trdma.bth.qpn_reserved", "Reserved",
+                                        base.HEX),
+    bth_dest_qpn = ProtoField.uint24("trdma.bth.dest_qpn", "Destination QPN",
+                                     base.DEC),
+    bth_msn = ProtoField.uint32("trdma.bth.msn", "MSN", base.DEC),
+    bth_offset = ProtoField.uint32("trdma.bth.offset", "Offset in message",
+                                   base.DEC),
+    bth_length = ProtoField.uint32("trdma.bth.length", "Payload length",
+                                   base.DEC),
+
+    reth = ProtoField.none("trdma.reth", "RDMA Extended Transport Header"),
+    reth_va = ProtoField.uint64("trdma.reth.va", "Virtual address", base.HEX),
+    reth_rkey = ProtoField.uint32("trdma.reth.rkey", "Remote key", base.HEX),
+    reth_dma_len = ProtoField.uint32("trdma.reth.dma_len", "DMA length",
+                                     base.DEC),
+
+    aeth = ProtoField.none("trdma.aeth", "ACK Extended Transport Header"),
+    aeth_syndrome = ProtoField.uint8("trdma.aeth.syndrome", "Syndrome",
+                                     base.HEX, syndromes),
+    aeth_rnr_timer = ProtoField.uint8("trdma.aeth.rnr_timer", "RNR timer",
+                                      base.DEC, nil, 0x1f),
+    aeth_reserved = ProtoField.uint24("trdma.aeth.reserved", "Reserved",
+                                      base.HEX),
+    aeth_msn = ProtoField.uint32("trdma.aeth.msn", "MSN", base.DEC),
+
+    atomic = ProtoField.none("trdma.atomic",
+                             "Atomic Extended Transport Header"),
+    atomic_va = ProtoField.uint64("trdma.atomic.va", "Virtual address",
+                                  base.HEX),
+    atomic_rkey = ProtoField.uint32("trdma.atomic.rkey", "Remote key",
+                                    base.HEX),
+    atomic_reserved = ProtoField.uint32("trdma.atomic.reserved", "Reserved",
+                                        base.HEX),
+    atomic_swap_add = ProtoField.uint64("trdma.atomic.swap_add",
+                                        "Swap or add value", base.HEX),
+    atomic_compare = ProtoField.uint64("trdma.atomic.compare",
+                                       "Compare value", base.HEX),
+
+    atomicack = ProtoField.none("trdma.atomicack",
+                                "Atomic ACK Extended Transport Header"),
+    atomicack_orig = ProtoField.uint64("trdma.atomicack.orig",
+                                       "Original value", base.HEX),
+
+    immdt = ProtoField.uint32("trdma.immdt", "Immediate data", base.HEX),
+
+    payload = ProtoField.bytes("trdma.payload", "Payload"),
+    undecoded = ProtoField.bytes("trdma.undecoded", "Undecoded data"),
+}
+trdma.fields = pf
+
+local ef = {
+    unknown_opcode = ProtoExpert.new("trdma.unknown_opcode",
+        "Unknown opcode: the segment's length is unknown, the rest of this "
+        .. "direction is not decoded", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    too_long = ProtoExpert.new("trdma.too_long",
+        "Segment payload longer than 64 KiB: the rest of this direction is "
+        .. "not decoded", expert.group.MALFORMED, expert.severity.ERROR),
+    reserved = ProtoExpert.new("trdma.reserved_not_zero",
+        "Reserved field not zero", expert.group.MALFORMED,
+        expert.severity.WARN),
+    stopped = ProtoExpert.new("trdma.stopped",
+        "Not decoded: an earlier segment in this direction was malformed",
+        expert.group.UNDECODED, expert.severity.NOTE),
+    rnr_nak = ProtoExpert.new("trdma.aeth.rnr_nak", "RNR NAK",
+        expert.group.SEQUENCE, expert.severity.NOTE),
+    nak = ProtoExpert.new("trdma.aeth.nak", "NAK",
+        expert.group.RESPONSE_CODE, expert.severity.WARN),
+    reject = ProtoExpert.new("trdma.hello.rejected", "Connection rejected",
+        expert.group.RESPONSE_CODE, expert.severity.WARN),
+}
+trdma.experts = ef
+
+trdma.prefs.tcp_port = Pref.uint("TCP port", DEFAULT_PORT,
+    "The TCP port trdma connections are accepted on (the module's 'port' "
+    .. "parameter)")
+
+-- Per capture file state: where decoding of a stream direction stopped at
+-- a malformed segment.  stopped[key] lists ranges { first = frame holding
+-- the malformed segment, last = frame where a hello started the next
+-- connection with the same addresses and ports, or nil }.  Filled in on the
+-- first, in-order pass; read on later ones, which visit frames in any order.
+-- (The key is made of pinfo's addresses and ports, not tcp.stream: fields
+-- of other protocols cannot be read when tshark dissects without a tree.)
+local stopped = {}
+
+function trdma.init()
+    stopped = {}
+end
+
+local function direction_key(pinfo)
+    return string.format("%s:%d>%s:%d", tostring(pinfo.src), pinfo.src_port,
+                         tostring(pinfo.dst), pinfo.dst_port)
+end
+
+-- The range of stopped[key] that frame number falls into, if any.
+local function stopped_range(key, number)
+    for _, r in ipairs(stopped[key] or {}) do
+        if number > r.first and (not r.last or number < r.last) then
+            return r
+        end
+    end
+    return nil
+end
+
+-- Is there a plausible hello at offset?  The magic's first byte, 0x54, is
+-- no opcode, so a hello is never mistaken for a segment, or vice versa.
+local function is_hello(tvb, offset)
+    if tvb:captured_len() - offset < 6 then return false end
+    local t = tvb(offset + 5, 1):uint()
+    return tvb(offset, 4):uint() == HELLO_MAGIC
+        and tvb(offset + 4, 1):uint() == WIRE_VERSION
+        and t >= 1 and t <= 3
+end
+
+-- Appends one PDU's summary to the Info column: the first PDU of the frame
+-- replaces what TCP put there, the others follow after ", ".
+local function add_info(pinfo, text)
+    if tostring(pinfo.cols.protocol) ~= "TRDMA" then
+        pinfo.cols.protocol = "TRDMA"
+        pinfo.cols.info = text
+    else
+        pinfo.cols.info:append(", " .. text)
+    end
+end
+
+-- dissect_tcp_pdus: the length of the PDU at offset (at least BTH_LEN bytes
+-- are there).  A segment whose length cannot be known, or must not be
+-- trusted, takes the rest of the TCP data; dissect_pdu() flags it.
+local function get_pdu_len(tvb, pinfo, offset)
+    if is_hello(tvb, offset) then return HELLO_LEN end
+    local hlen = hdr_len(tvb(offset, 1):uint())
+    local length = tvb(offset + 16, 4):uint()
+    if not hlen or length > MAX_SEG then
+        return tvb:reported_length_remaining(offset)
+    end
+    return hlen + length
+end
+
+local function dissect_hello(tvb, tree)
+    local t = tree:add(pf.hello, tvb(0, HELLO_LEN))
+    t:add(pf.hello_magic, tvb(0, 4))
+    t:add(pf.hello_version, tvb(4, 1))
+    t:add(pf.hello_type, tvb(5, 1))
+    local r = t:add(pf.hello_reserved0, tvb(6, 2))
+    if tvb(6, 2):uint() ~= 0 then r:add_proto_expert_info(ef.reserved) end
+    t:add(pf.hello_src_qpn, tvb(8, 4))
+    t:add(pf.hello_dst_qpn, tvb(12, 4))
+    t:add(pf.hello_start_msn, tvb(16, 4))
+    t:add(pf.hello_path_mtu, tvb(20, 1))
+    t:add(pf.hello_max_rd_atomic, tvb(21, 1))
+    t:add(pf.hello_max_dest_rd_atomic, tvb(22, 1))
+    t:add(pf.hello_reserved1, tvb(23, 1))
+    local st = t:add(pf.hello_status, tvb(24, 4))
+    t:add(pf.hello_reserved2, tvb(28, 4))
+    t:add(pf.hello_src_gid, tvb(32, 16))
+    t:add(pf.hello_dst_gid, tvb(48, 16))
+
+    local htype = tvb(5, 1):uint()
+    local text = string.format("HELLO %s src_qpn=%d dst_qpn=%d start_msn=%d",
+                               hello_types[htype], tvb(8, 4):uint(),
+                               tvb(12, 4):uint(), tvb(16, 4):uint())
+    if htype == 3 then
+        text = text .. string.format(" status=%d", tvb(24, 4):uint())
+        st:add_proto_expert_info(ef.reject)
+    end
+    t:append_text(": " .. text)
+    return text
+end
+
+-- The extension headers; each returns the Info text it adds.
+local ext_dissectors = {
+    reth = function(tvb, o, tree)
+        local t = tree:add(pf.reth, tvb(o, 16))
+        t:add(pf.reth_va, tvb(o, 8))
+        t:add(pf.reth_rkey, tvb(o + 8, 4))
+        t:add(pf.reth_dma_len, tvb(o + 12, 4))
+        return string.format(" va=0x%s rkey=0x%08x", tvb(o, 8):uint64():tohex(),
+                             tvb(o + 8, 4):uint())
+    end,
+    atomic = function(tvb, o, tree)
+        local t = tree:add(pf.atomic, tvb(o, 32))
+        t:add(pf.atomic_va, tvb(o, 8))
+        t:add(pf.atomic_rkey, tvb(o + 8, 4))
+        local r = t:add(pf.atomic_reserved, tvb(o + 12, 4))
+        if tvb(o + 12, 4):uint() ~= 0 then
+            r:add_proto_expert_info(ef.reserved)
+        end
+        t:add(pf.atomic_swap_add, tvb(o + 16, 8))
+        t:add(pf.atomic_compare, tvb(o + 24, 8))
+        return string.format(" va=0x%s rkey=0x%08x", tvb(o, 8):uint64():tohex(),
+                             tvb(o + 8, 4):uint())
+    end,
+    aeth = function(tvb, o, tree)
+        local t = tree:add(pf.aeth, tvb(o, 8))
+        local syndrome = tvb(o, 1):uint()
+        local msn = tvb(o + 4, 4):uint()
+        local s = t:add(pf.aeth_syndrome, tvb(o, 1))
+        local text
+        if is_rnr_nak(syndrome) then
+            t:add(pf.aeth_rnr_timer, tvb(o, 1))
+            s:add_proto_expert_info(ef.rnr_nak)
+            text = string.format(" aeth=RNR_NAK/%d timer=%d", msn,
+                                 syndrome - 0x20)
+        elseif syndrome_short[syndrome] then
+            if syndrome ~= 0 then s:add_proto_expert_info(ef.nak) end
+            text = string.format(" aeth=%s/%d", syndrome_short[syndrome], msn)
+        else
+            text = string.format(" aeth=0x%02x/%d", syndrome, msn)
+        end
+        local r = t:add(pf.aeth_reserved, tvb(o + 1, 3))
+        if tvb(o + 1, 3):uint() ~= 0 then r:add_proto_expert_info(ef.reserved) end
+        t:add(pf.aeth_msn, tvb(o + 4, 4))
+        t:append_text(": " .. (syndromes[syndrome] or "unknown syndrome"))
+        return text
+    end,
+    atomicack = function(tvb, o, tree)
+        local t = tree:add(pf.atomicack, tvb(o, 8))
+        t:add(pf.atomicack_orig, tvb(o, 8))
+        return ""
+    end,
+    immdt = function(tvb, o, tree)
+        tree:add(pf.immdt, tvb(o, 4))
+        return string.format(" imm=0x%08x", tvb(o, 4):uint())
+    end,
+}
+
+-- The BTH at the start of tvb; returns its Info text, and the items of its
+-- opcode and length.
+local function dissect_bth(tvb, tree, opcode)
+    local t = tree:add(pf.bth, tvb(0, BTH_LEN))
+    local op = t:add(pf.bth_opcode, tvb(0, 1))
+    local flags = t:add(pf.bth_flags, tvb(1, 1))
+    flags:add(pf.bth_se, tvb(1, 1))
+    flags:add(pf.bth_ackreq, tvb(1, 1))
+    local fr = flags:add(pf.bth_flags_reserved, tvb(1, 1))
+    if bit32.band(tvb(1, 1):uint(), 0x3f) ~= 0 then
+        fr:add_proto_expert_info(ef.reserved)
+    end
+    local r = t:add(pf.bth_reserved, tvb(2, 2))
+    if tvb(2, 2):uint() ~= 0 then r:add_proto_expert_info(ef.reserved) end
+    r = t:add(pf.bth_qpn_reserved, tvb(4, 1))
+    if tvb(4, 1):uint() ~= 0 then r:add_proto_expert_info(ef.reserved) end
+    t:add(pf.bth_dest_qpn, tvb(5, 3))
+    t:add(pf.bth_msn, tvb(8, 4))
+    t:add(pf.bth_offset, tvb(12, 4))
+    local len = t:add(pf.bth_length, tvb(16, 4))
+
+    local text = string.format("%s qpn=%d msn=%d len=%d",
+                               opcodes[opcode] or "UNKNOWN",
+                               tvb(5, 3):uint(), tvb(8, 4):uint(),
+                               tvb(16, 4):uint())
+    t:append_text(": " .. text)
+    return text, op, len
+end
+
+-- dissect_tcp_pdus: one hello or segment, the whole of tvb.
+local function dissect_pdu(tvb, pinfo, tree)
+    local t = tree:add(trdma, tvb())
+
+    if is_hello(tvb, 0) then
+        local text = dissect_hello(tvb, t)
+        t:append_text(", " .. text)
+        add_info(pinfo, text)
+        return tvb:len()
+    end
+
+    local opcode = tvb(0, 1):uint()
+    local text, op_item, len_item = dissect_bth(tvb, t, opcode)
+    local hlen = hdr_len(opcode)
+    local length = tvb(16, 4):uint()
+    if not hlen or length > MAX_SEG then
+        -- Where this segment ends is unknown, and so is where the next one
+        -- starts: give up on this direction of the stream, as the
+        -- receiver does (it closes the connection).
+        if not hlen then
+            op_item:add_proto_expert_info(ef.unknown_opcode)
+            text = string.format("Unknown opcode 0x%02x", opcode)
+        else
+            len_item:add_proto_expert_info(ef.too_long)
+        end
+        if tvb:len() > BTH_LEN then
+            t:add(pf.undecoded, tvb(BTH_LEN))
+        end
+        if not pinfo.visited then
+            local key = direction_key(pinfo)
+            if not stopped_range(key, pinfo.number) then
+                stopped[key] = stopped[key] or {}
+                table.insert(stopped[key], { first = pinfo.number })
+            end
+        end
+        t:append_text(", " .. text)
+        add_info(pinfo, text)
+        return tvb:len()
+    end
+
+    local o = BTH_LEN
+    for _, e in ipairs(ext_headers[opcode]) do
+        text = text .. ext_dissectors[e](tvb, o, t)
+        o = o + ext_len[e]
+    end
+    if length > 0 then
+        -- The captured part of it; a short snapshot length may cut it.
+        local n = math.min(length, tvb:len() - o)
+        if n > 0 then
+            t:add(pf.payload, tvb(o, n)):set_text(
+                string.format("Payload (%d bytes)", length))
+        end
+    end
+    t:append_text(", " .. text)
+    add_info(pinfo, text)
+    return tvb:len()
+end
+
+function trdma.dissector(tvb, pinfo, tree)
+    local stop = stopped_range(direction_key(pinfo), pinfo.number)
+    if stop and is_hello(tvb, 0) then
+        -- A new connection reusing the addresses and ports.
+        if not pinfo.visited then stop.last = pinfo.number end
+    elseif stop then
+        local t = tree:add(trdma, tvb())
+        t:add(pf.undecoded, tvb()):add_proto_expert_info(ef.stopped)
+        pinfo.cols.protocol = "TRDMA"
+        pinfo.cols.info = "Not decoded (malformed segment before)"
+        return tvb:len()
+    end
+    dissect_tcp_pdus(tvb, tree, BTH_LEN, get_pdu_len, dissect_pdu)
+    return tvb:len()
+end
+
+-- The port preference: one entry in the "tcp.port" table (and in Decode As).
+local registered_port = 0
+
+local function register_port()
+    local tcp_port = DissectorTable.get("tcp.port")
+    if registered_port ~= 0 then
+        tcp_port:remove(registered_port, trdma)
+    end
+    registered_port = trdma.prefs.tcp_port
+    if registered_port ~= 0 then
+        tcp_port:add(registered_port, trdma)
+    end
+end
+
+function trdma.prefs_changed()
+    if trdma.prefs.tcp_port ~= registered_port then register_port() end
+end
+
+register_port()
+
+-------------------------------------------------------------------------------
+-- trdma.opt: the TCP option
+-------------------------------------------------------------------------------
+
+local trdma_opt = Proto("trdma.opt", "trdma TCP option")
+
+local of = {
+    kind = ProtoField.uint8("trdma.opt.kind", "Kind", base.DEC),
+    len = ProtoField.uint8("trdma.opt.len", "Length", base.DEC),
+    exid = ProtoField.uint16("trdma.opt.exid", "Experiment identifier",
+                             base.HEX),
+    op_qpn = ProtoField.uint32("trdma.opt.op_qpn", "Opcode and QPN",
+                               base.HEX),
+    opcode = ProtoField.uint8("trdma.opt.opcode", "Opcode", base.HEX, opcodes),
+    qpn = ProtoField.uint24("trdma.opt.qpn", "Destination QPN", base.DEC),
+    msn = ProtoField.uint32("trdma.opt.msn", "MSN", base.DEC),
+    offset = ProtoField.uint32("trdma.opt.offset",
+                               "Segment start (relative seq)", base.DEC),
+    seg_offset = ProtoField.uint32("trdma.opt.seg_offset",
+                                   "Payload offset in the trdma segment",
+                                   base.DEC),
+    agrees = ProtoField.bool("trdma.opt.agrees", "Agrees with the BTH"),
+}
+trdma_opt.fields = of
+
+local oef = {
+    bad_len = ProtoExpert.new("trdma.opt.bad_len",
+        "trdma TCP option with a wrong length", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    unknown_opcode = ProtoExpert.new("trdma.opt.unknown_opcode",
+        "trdma TCP option names an unknown opcode", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    bad_offset = ProtoExpert.new("trdma.opt.bad_offset",
+        "trdma TCP option names a segment start after this packet's data",
+        expert.group.PROTOCOL, expert.severity.WARN),
+    mismatch = ProtoExpert.new("trdma.opt.mismatch",
+        "trdma TCP option disagrees with the BTH it names",
+        expert.group.PROTOCOL, expert.severity.WARN),
+}
+trdma_opt.experts = oef
+
+local f_exp_exid = Field.new("tcp.options.experimental.exid")
+local f_exp_data = Field.new("tcp.options.experimental.data")
+local f_tcp_srcport = Field.new("tcp.srcport")
+local f_tcp_seq = Field.new("tcp.seq")
+local f_tcp_seq_raw = Field.new("tcp.seq_raw")
+local f_tcp_hdr_len = Field.new("tcp.hdr_len")
+local f_tcp_len = Field.new("tcp.len")
+
+-- The value of the instance of field whose item starts at offset.
+local function value_at(field, offset)
+    for _, fi in ipairs({ field() }) do
+        if fi.offset == offset then return fi.value end
+    end
+    return nil
+end
+
+-- The TCP header an option at offset (of the data source) belongs to:
+-- the last one starting before it.  Returns its offset, the relative
+-- sequence number, header and payload length; nil if not found, or if
+-- TCP shows no relative sequence numbers (its preferences
+-- relative_sequence_numbers or analyze_sequence_numbers are off).
+local function tcp_header_of(offset)
+    local start
+    for _, fi in ipairs({ f_tcp_srcport() }) do
+        if fi.offset < offset and (not start or fi.offset > start) then
+            start = fi.offset
+        end
+    end
+    if not start then return nil end
+    local seq = value_at(f_tcp_seq, start + 4)
+    if seq == value_at(f_tcp_seq_raw, start + 4) then return nil end
+    local hdr_len = value_at(f_tcp_hdr_len, start + 12)
+    local len = value_at(f_tcp_len, start)     -- generated, at the header
+    if not seq or not hdr_len or not len then return nil end
+    return start, seq, hdr_len, len
+end
+
+-- Decodes the option at offset of the data source src.
+local function dissect_option(src, offset, tree)
+    local olen = src(offset + 1, 1):uint()
+    local t = tree:add(trdma_opt, src(offset, math.max(olen, 4)))
+    t:add(of.kind, src(offset, 1))
+    local l = t:add(of.len, src(offset + 1, 1))
+    t:add(of.exid, src(offset + 2, 2))
+    if olen ~= TCPOPT_LEN then
+        l:add_proto_expert_info(oef.bad_len)
+        return
+    end
+
+    local opcode = src(offset + 4, 1):uint()
+    local qpn = src(offset + 5, 3):uint()
+    local msn = src(offset + 8, 4):uint()
+    local start = src(offset + 12, 4):uint()
+    local oq = t:add(of.op_qpn, src(offset + 4, 4))
+    local op = oq:add(of.opcode, src(offset + 4, 1))
+    oq:add(of.qpn, src(offset + 5, 3))
+    t:add(of.msn, src(offset + 8, 4))
+    t:add(of.offset, src(offset + 12, 4))
+    if not opcodes[opcode] then op:add_proto_expert_info(oef.unknown_opcode) end
+    local summary = string.format("%s qpn=%d msn=%d offset=%d",
+                                  opcodes[opcode] or "UNKNOWN", qpn, msn, start)
+
+    -- Where this packet's payload starts in the trdma segment.  Needs
+    -- TCP's relative sequence numbers (the default) and the SYN in the
+    -- capture.
+    local tcp_start, seq, hdr_len, len = tcp_header_of(offset)
+    if not tcp_start then
+        t:append_text(", " .. summary .. " (no relative sequence numbers)")
+        return
+    end
+    local seg_offset = (seq - start) % 2^32
+    local so = t:add(of.seg_offset, src(offset + 12, 4), seg_offset)
+    so:set_generated()
+    if seg_offset >= 2^31 then so:add_proto_expert_info(oef.bad_offset) end
+    summary = summary .. string.format(" (+%d)", seg_offset)
+
+    -- A BTH at the start of the payload: does the option agree with it?
+    local payload = tcp_start + hdr_len
+    if seg_offset == 0 and len >= 12 and src:len() >= payload + 12 then
+        local agrees = src(payload, 1):uint() == opcode
+            and src(payload + 5, 3):uint() == qpn
+            and src(payload + 8, 4):uint() == msn
+        local a = t:add(of.agrees, src(payload, 12), agrees)
+        a:set_generated()
+        if not agrees then a:add_proto_expert_info(oef.mismatch) end
+    end
+    t:append_text(", " .. summary)
+end
+
+function trdma_opt.dissector(tvb, pinfo, tree)
+    -- Where the kind 254 options start: 2 bytes before their ExID, or,
+    -- with TCP's preference dissect_experimental_options_rfc6994 off, 2
+    -- bytes before their data.  (With it on, TCP may show data after the
+    -- ExID too.)
+    local starts, seen = {}, {}
+    for _, fi in ipairs({ f_exp_exid() }) do
+        seen[fi.offset] = true
+        starts[#starts + 1] = { src = fi.source, offset = fi.offset - 2 }
+    end
+    for _, fi in ipairs({ f_exp_data() }) do
+        if not seen[fi.offset - 2] then
+            starts[#starts + 1] = { src = fi.source, offset = fi.offset - 2 }
+        end
+    end
+    for _, s in ipairs(starts) do
+        local src, offset = s.src, s.offset
+        if src and offset >= 0 and src:len() >= offset + 4
+            and src(offset, 1):uint() == TCPOPT_KIND
+            and src(offset + 2, 2):uint() == TCPOPT_EXID
+            and src:len() >= offset + src(offset + 1, 1):uint() then
+            dissect_option(src, offset, tree)
+        end
+    end
+end
+
+register_postdissector(trdma_opt)
