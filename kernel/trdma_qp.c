@@ -617,8 +617,9 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	mutex_unlock(&qp->state_mutex);
 
 	xa_erase(&qp->tdev->qp_xa, ibqp->qp_num);
-	cancel_delayed_work_sync(&qp->peer_gone_work);
 	trdma_cm_qp_destroy(qp);
+	/* Detached: no callback arms it again; in ERR it does nothing. */
+	cancel_delayed_work_sync(&qp->peer_gone_work);
 	cancel_delayed_work_sync(&qp->rnr_work);
 	cancel_work_sync(&qp->tx_work);
 	trdma_qp_put(qp);
