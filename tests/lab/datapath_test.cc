@@ -22,183 +22,11 @@
 #include <rdma/trdma-wire.h>
 
 #include "lab_util.h"
+#include "qp_fixture.h"
 
 using namespace trdma_lab;
 
 namespace {
-
-struct Side {
-  ibv_cq *cq = nullptr;
-  ibv_qp *qp = nullptr;
-  std::vector<uint8_t> buf;
-  ibv_mr *mr = nullptr;
-};
-
-class DataPathTest : public ::testing::Test {
- protected:
-  static constexpr size_t kBuf = 9 << 20;
-
-  void SetUp() override {
-    ctx_ = OpenDevice(DevName());
-    ASSERT_TRUE(ctx_);
-    pd_ = ibv_alloc_pd(ctx_.get());
-    ASSERT_NE(pd_, nullptr);
-    for (Side *s : {&a_, &b_}) {
-      s->cq = ibv_create_cq(ctx_.get(), 512, nullptr, nullptr, 0);
-      ASSERT_NE(s->cq, nullptr);
-      s->buf.assign(kBuf, 0);
-      s->mr = ibv_reg_mr(pd_, s->buf.data(), kBuf,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                             IBV_ACCESS_REMOTE_READ |
-                             IBV_ACCESS_REMOTE_ATOMIC);
-      ASSERT_NE(s->mr, nullptr);
-      ibv_qp_init_attr ia = {};
-      ia.send_cq = s->cq;
-      ia.recv_cq = s->cq;
-      ia.qp_type = IBV_QPT_RC;
-      ia.cap = {256, 256, 4, 4, 128};
-      s->qp = ibv_create_qp(pd_, &ia);
-      ASSERT_NE(s->qp, nullptr);
-    }
-    ASSERT_EQ(Connect(a_.qp, b_.qp), 0);
-    ASSERT_EQ(Connect(b_.qp, a_.qp), 0);
-  }
-
-  void TearDown() override {
-    for (Side *s : {&a_, &b_}) {
-      if (s->qp) ibv_destroy_qp(s->qp);
-      if (s->mr) ibv_dereg_mr(s->mr);
-      if (s->cq) ibv_destroy_cq(s->cq);
-    }
-    if (pd_) ibv_dealloc_pd(pd_);
-  }
-
-  int GidIndex() {
-    for (int i = 0; i < 16; i++) {
-      ibv_gid_entry e;
-      if (ibv_query_gid_ex(ctx_.get(), 1, i, &e, 0)) continue;
-      if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && e.gid.raw[10] == 0xff &&
-          e.gid.raw[11] == 0xff)
-        return i;
-    }
-    return -1;
-  }
-
-  int Connect(ibv_qp *qp, ibv_qp *peer, uint8_t rnr_retry = 7) {
-    ibv_qp_attr a = {};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC;
-    int rv = ibv_modify_qp(qp, &a,
-                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                               IBV_QP_ACCESS_FLAGS);
-    if (rv) return rv;
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = peer->qp_num;
-    a.rq_psn = 1000 + peer->qp_num;
-    a.max_dest_rd_atomic = 8;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.sgid_index = GidIndex();
-    a.ah_attr.grh.hop_limit = 64;
-    ibv_query_gid(ctx_.get(), 1, a.ah_attr.grh.sgid_index, &a.ah_attr.grh.dgid);
-    rv = ibv_modify_qp(qp, &a,
-                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                           IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (rv) return rv;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = rnr_retry;
-    a.sq_psn = 1000 + qp->qp_num;
-    a.max_rd_atomic = 8;
-    return ibv_modify_qp(qp, &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                             IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                             IBV_QP_MAX_QP_RD_ATOMIC);
-  }
-
-  // Waits for one completion on cq (10 s).
-  ibv_wc Wait(ibv_cq *cq) {
-    ibv_wc wc = {};
-    wc.status = IBV_WC_GENERAL_ERR;
-    wc.wr_id = ~0ull;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < end) {
-      int n = ibv_poll_cq(cq, 1, &wc);
-      if (n == 1) return wc;
-      EXPECT_EQ(n, 0);
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    ADD_FAILURE() << "no completion within 10 s";
-    return wc;
-  }
-
-  void Fill(std::vector<uint8_t> &v, size_t off, size_t len, unsigned seed) {
-    std::mt19937 rng(seed);
-    for (size_t i = 0; i < len; i++) v[off + i] = static_cast<uint8_t>(rng());
-  }
-
-  // SGEs covering [off, off + len) of a side's buffer, cut into n pieces of
-  // uneven size.
-  std::vector<ibv_sge> Sges(Side &s, size_t off, uint32_t len, int n) {
-    std::vector<ibv_sge> v;
-    uint32_t left = len;
-    for (int i = 0; i < n; i++) {
-      uint32_t piece = i == n - 1 ? left : left / (n - i) + (i % 2) * 7;
-      piece = std::min(piece, left);
-      v.push_back({reinterpret_cast<uintptr_t>(s.buf.data() + off), piece,
-                   s.mr->lkey});
-      off += piece + 3;  // a gap between pieces
-      left -= piece;
-    }
-    return v;
-  }
-
-  int PostRecv(Side &s, uint64_t id, std::vector<ibv_sge> sges) {
-    ibv_recv_wr wr = {}, *bad;
-    wr.wr_id = id;
-    wr.sg_list = sges.data();
-    wr.num_sge = sges.size();
-    return ibv_post_recv(s.qp, &wr, &bad);
-  }
-
-  int PostSend(Side &s, uint64_t id, ibv_wr_opcode op, std::vector<ibv_sge> sg,
-               uint64_t raddr = 0, uint32_t rkey = 0, uint32_t imm = 0,
-               int flags = IBV_SEND_SIGNALED) {
-    ibv_send_wr wr = {}, *bad;
-    wr.wr_id = id;
-    wr.opcode = op;
-    wr.sg_list = sg.data();
-    wr.num_sge = sg.size();
-    wr.send_flags = flags;
-    wr.imm_data = htonl(imm);
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-    return ibv_post_send(s.qp, &wr, &bad);
-  }
-
-  // Bytes [off, off+len) of `from` equal the scattered bytes of `sges`.
-  static bool SameScattered(const uint8_t *from, const std::vector<ibv_sge> &sg) {
-    size_t at = 0;
-    for (const ibv_sge &s : sg) {
-      if (memcmp(from + at, reinterpret_cast<void *>(s.addr), s.length))
-        return false;
-      at += s.length;
-    }
-    return true;
-  }
-
-  Context ctx_;
-  ibv_pd *pd_ = nullptr;
-  Side a_, b_;
-};
 
 const uint32_t kSizes[] = {0, 1, 7, 4095, 4096, 4097, 65536, 65537,
                            1 << 20, 4 << 20};
@@ -636,56 +464,18 @@ TEST_F(DataPathTest, SolicitedOnlyNotification) {
 // A peer that completes the hello and then sends a malformed segment: the
 // connection is closed, only that QP goes to error (QP_FATAL), other QPs
 // keep working.
-// The value of a port counter that `rdma statistic` shows.
-long Counter(const std::string &name) {
-  std::string out = ShOut("rdma statistic show link " + DevName() + "/1");
-  size_t at = out.find(" " + name + " ");
-  return at == std::string::npos ? -1
-                                 : std::stol(out.substr(at + name.size() + 2));
-}
-
 TEST_F(DataPathTest, MalformedSegmentClosesOnlyThatConnection) {
   const long malformed = Counter("malformed_segments");
   ASSERT_GE(malformed, 0);
-  ibv_qp_init_attr ia = {};
-  ia.send_cq = b_.cq;
-  ia.recv_cq = b_.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap = {8, 8, 1, 1, 0};
-  ibv_qp *victim = ibv_create_qp(pd_, &ia);
-  ASSERT_NE(victim, nullptr);
-  // Its "peer" is QPN 1 on our own GID: smaller, so the victim accepts.
-  ibv_qp fake = *victim;
-  fake.qp_num = 1;
-  ASSERT_EQ(Connect(victim, &fake), 0);
+  ibv_qp *victim = nullptr;
+  int fd = RawPeer(&victim);
+  ASSERT_GE(fd, 0);
   ibv_sge sge = {reinterpret_cast<uintptr_t>(b_.buf.data()), 64, b_.mr->lkey};
   ibv_recv_wr rwr = {}, *rbad;
   rwr.wr_id = 77;
   rwr.sg_list = &sge;
   rwr.num_sge = 1;
   ASSERT_EQ(ibv_post_recv(victim, &rwr, &rbad), 0);
-
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in sa = {};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(TRDMA_DEFAULT_PORT);
-  inet_pton(AF_INET, NetdevAddr().c_str(), &sa.sin_addr);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)), 0);
-  trdma_hello h = {};
-  h.magic = htonl(TRDMA_HELLO_MAGIC);
-  h.version = TRDMA_WIRE_VERSION;
-  h.type = TRDMA_HELLO_REQ;
-  h.src_qpn = htonl(1);
-  h.dst_qpn = htonl(victim->qp_num);
-  ibv_gid gid;
-  ASSERT_EQ(ibv_query_gid(ctx_.get(), 1, GidIndex(), &gid), 0);
-  memcpy(h.src_gid, gid.raw, 16);
-  memcpy(h.dst_gid, gid.raw, 16);
-  ASSERT_EQ(write(fd, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
-  trdma_hello r = {};
-  ASSERT_EQ(read(fd, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r)));
-  EXPECT_EQ(r.type, TRDMA_HELLO_ACCEPT);
 
   const uint8_t junk[40] = {0x7f, 0xff, 0xff, 0xff};  // unknown opcode
   ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));

@@ -76,4 +76,11 @@ bool WaitAsyncEvent(ibv_context *ctx, ibv_event_type type, int timeout_ms) {
   }
 }
 
+long Counter(const std::string &name) {
+  std::string out = ShOut("rdma statistic show link " + DevName() + "/1");
+  size_t at = out.find(" " + name + " ");
+  return at == std::string::npos ? -1
+                                 : std::stol(out.substr(at + name.size() + 2));
+}
+
 }  // namespace trdma_lab

@@ -21,6 +21,9 @@ std::string NetdevAddr();
 int Sh(const std::string &cmd);
 // Runs a shell command and returns what it wrote to stdout.
 std::string ShOut(const std::string &cmd);
+// The value of a port counter of the device under test, as `rdma
+// statistic` shows it; -1 when there is no such counter.
+long Counter(const std::string &name);
 // Reads a whole (sysfs) file, without the trailing newline.
 std::string ReadFile(const std::string &path);
 
