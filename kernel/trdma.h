@@ -17,13 +17,15 @@
 #include <rdma/trdma-abi.h>
 #include <rdma/trdma-wire.h>
 
+#include "trdma_slot.h"
+#include "trdma_wire.h"
+
 #define TRDMA_NODE_DESC		"trdma"
 #define TRDMA_VENDOR_ID		0xffffff	/* no OUI: like rxe, unassigned */
 #define TRDMA_VENDOR_PART_ID	0x7464		/* "td" */
 #define TRDMA_HW_REV		1
 #define TRDMA_PKEY_TBL_LEN	1
 #define TRDMA_GID_TBL_LEN	64
-#define TRDMA_MAX_MSG_SZ	0x80000000u	/* 2 GiB */
 
 /*
  * Bytes a path MTU worth of payload is wrapped in on the wire: IPv6 (the
@@ -226,12 +228,7 @@ struct trdma_ah {
 	struct rdma_ah_attr attr;
 };
 
-/* Largest segment payload a sender puts behind one trdma_bth. */
-#define TRDMA_MAX_SEG		(64 * 1024)
-/* Largest header of a segment: bth + reth + aeth + immdt. */
-#define TRDMA_MAX_HDR		64	/* bth + atomic_eth is the largest */
 #define TRDMA_MAX_RD_ATOM	16
-#define TRDMA_MAX_SGE		32	/* ceiling of the max_sge parameter */
 
 /* Per send WQE state of the kernel's copy (indexed like swq). */
 struct trdma_swqe_info {
@@ -302,7 +299,7 @@ struct trdma_rx_state {
 	u8 hdr[TRDMA_MAX_HDR];
 	u32 hdr_got;
 	u32 hdr_len;
-	struct trdma_bth bth;	/* host order copy of the current header */
+	struct trdma_wire_hdr seg;	/* the current header, host order */
 	u32 left;		/* payload bytes of this segment to come */
 	/* The inbound request (SEND or WRITE) in progress. */
 	bool req_active;
@@ -532,7 +529,6 @@ bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt);
 struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
 
 /* trdma_tx.c */
-u32 trdma_hdr_len(u8 opcode);
 void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_rnr_work(struct work_struct *work);
 void trdma_tx_work(struct work_struct *work);

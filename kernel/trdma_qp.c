@@ -14,9 +14,6 @@
 #include "trdma.h"
 #include "trdma_verbs.h"
 
-#define TRDMA_WQE_FLAGS_ALL (TRDMA_WQE_SIGNALED | TRDMA_WQE_SOLICITED | \
-			     TRDMA_WQE_INLINE | TRDMA_WQE_FENCE)
-
 void *trdma_swq_slot(struct trdma_qp *qp, u32 idx)
 {
 	return qp->swq + ((size_t)(idx & (qp->sq.num_slots - 1)) <<
@@ -317,59 +314,37 @@ static void trdma_qp_fatal_work(struct work_struct *work)
 }
 
 /*
- * Checks the kernel's copy of a send WQE.  Returns the completion status
- * the WQE ends with if it is refused, or IB_WC_SUCCESS.
+ * Checks the kernel's copy of a send WQE: first what needs only the slot
+ * (trdma_slot_sqe_check), then each SGE's lkey, its PD, its range and, for
+ * the sinks of READs and atomics, local write access.  Returns the
+ * completion status the WQE ends with if it is refused, or IB_WC_SUCCESS.
  */
 static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 					 const struct trdma_sqe *sqe, u32 *len)
 {
+	const struct trdma_slot_limits lim = {
+		.slot_size = 1U << qp->sq.slot_shift,
+		.max_sge = qp->cap.max_send_sge,
+		.max_inline = qp->cap.max_inline_data,
+	};
 	struct trdma_pd *pd = to_tpd(qp->ibqp.pd);
+	enum ib_wc_status status;
 	int access = 0;
-	u64 total = 0;
 	int i;
 
-	if (sqe->flags & ~TRDMA_WQE_FLAGS_ALL)
-		return IB_WC_LOC_QP_OP_ERR;
+	status = trdma_slot_sqe_check(sqe, &lim, len);
+	if (status != IB_WC_SUCCESS || sqe->flags & TRDMA_WQE_INLINE)
+		return status;
 
-	switch (sqe->opcode) {
-	case IB_UVERBS_WR_SEND:
-	case IB_UVERBS_WR_SEND_WITH_IMM:
-	case IB_UVERBS_WR_RDMA_WRITE:
-	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
-		break;
-	case IB_UVERBS_WR_RDMA_READ:
-		if (sqe->flags & TRDMA_WQE_INLINE)
-			return IB_WC_LOC_QP_OP_ERR;
+	if (sqe->opcode == IB_UVERBS_WR_RDMA_READ ||
+	    sqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	    sqe->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD)
 		access = IB_ACCESS_LOCAL_WRITE;
-		break;
-	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
-	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
-		/* One 8-byte sink for the original value. */
-		if (sqe->flags & TRDMA_WQE_INLINE || sqe->num_sge != 1 ||
-		    sqe->sge[0].length != sizeof(u64))
-			return IB_WC_LOC_QP_OP_ERR;
-		access = IB_ACCESS_LOCAL_WRITE;
-		break;
-	default:
-		/* The memory-window and invalidation opcodes are not offered. */
-		return IB_WC_LOC_QP_OP_ERR;
-	}
-
-	if (sqe->flags & TRDMA_WQE_INLINE) {
-		*len = sqe->inline_len;
-		return sqe->inline_len <= qp->cap.max_inline_data ?
-			IB_WC_SUCCESS : IB_WC_LOC_LEN_ERR;
-	}
-
-	if (sqe->num_sge > qp->cap.max_send_sge)
-		return IB_WC_LOC_QP_OP_ERR;
-
 	for (i = 0; i < sqe->num_sge; i++) {
 		const struct trdma_sge *sge = &sqe->sge[i];
 		struct trdma_mr *mr;
 		int rv;
 
-		total += sge->length;
 		mr = trdma_mr_get(qp->tdev, sge->lkey);
 		if (!mr)
 			return IB_WC_LOC_PROT_ERR;
@@ -378,9 +353,6 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 		if (rv)
 			return IB_WC_LOC_PROT_ERR;
 	}
-	if (total > TRDMA_MAX_MSG_SZ)
-		return IB_WC_LOC_LEN_ERR;
-	*len = total;
 	return IB_WC_SUCCESS;
 }
 

@@ -3,9 +3,10 @@
  * trdma: receive path.
  *
  * The QP's TCP socket calls trdma_rx_data_ready in softirq context; it
- * drains the socket with tcp_read_sock into trdma_rx_actor, which parses
- * segment headers incrementally (a header may straddle skbs) and copies
- * payload straight from the skb into registered memory.  Keys, addresses,
+ * drains the socket with tcp_read_sock into trdma_rx_actor, which assembles
+ * segment headers incrementally (a header may straddle skbs), decodes them
+ * with trdma_wire_parse (trdma_wire.c) and copies payload straight from the
+ * skb into registered memory.  Keys, addresses,
  * lengths and access rights are checked before a byte is written.  A
  * malformed stream stops the reader and moves the QP to error; a protection
  * error is answered with a NAK.
@@ -107,11 +108,11 @@ static int trdma_place_buf(struct trdma_qp *qp, u32 lkey, u64 va,
  * Executes an atomic on the responder's memory: atomic with respect to the
  * CPU's own atomics on the same 8 bytes.  Returns the original value.
  */
-static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp, u8 op,
-					 const struct trdma_atomic_eth *a,
+static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
+					 const struct trdma_wire_hdr *h,
 					 u64 *orig)
 {
-	u64 va = be64_to_cpu(a->va);
+	u64 va = h->va;
 	struct trdma_mr *mr;
 	u32 pg_off;
 	void *p;
@@ -120,7 +121,7 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp, u8 op,
 		return TRDMA_RX_ACCESS;
 	if (va & (sizeof(u64) - 1))
 		return TRDMA_RX_INVAL;
-	mr = trdma_mr_get(qp->tdev, be32_to_cpu(a->rkey));
+	mr = trdma_mr_get(qp->tdev, h->rkey);
 	if (!mr)
 		return TRDMA_RX_ACCESS;
 	if (trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, sizeof(u64),
@@ -129,11 +130,10 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp, u8 op,
 		return TRDMA_RX_ACCESS;
 	}
 	p = kmap_local_page(trdma_mr_page(mr, va, &pg_off));
-	if (op == TRDMA_OP_COMPARE_SWAP)
-		*orig = cmpxchg64((u64 *)(p + pg_off), be64_to_cpu(a->compare),
-				  be64_to_cpu(a->swap_add));
+	if (h->opcode == TRDMA_OP_COMPARE_SWAP)
+		*orig = cmpxchg64((u64 *)(p + pg_off), h->compare, h->swap_add);
 	else
-		*orig = atomic64_fetch_add(be64_to_cpu(a->swap_add),
+		*orig = atomic64_fetch_add(h->swap_add,
 					   (atomic64_t *)(p + pg_off));
 	kunmap_local(p);
 	trdma_mr_put(mr);
@@ -185,6 +185,7 @@ static void trdma_rx_queue_ack(struct trdma_qp *qp, u8 syndrome, u32 msn)
 static bool trdma_rx_take_rqe(struct trdma_qp *qp)
 {
 	struct trdma_rx_state *rx = &qp->rx;
+	struct trdma_slot_limits lim = {};
 	struct trdma_ring *ring;
 	struct trdma_rqe *rqe;
 	unsigned long flags;
@@ -212,8 +213,10 @@ static bool trdma_rx_take_rqe(struct trdma_qp *qp)
 	if (prod - *cons > ring->num_slots || prod == *cons)
 		goto out;
 	rqe = trdma_ring_slot(ring, *cons);
+	lim.slot_size = 1U << ring->slot_shift;
+	lim.max_sge = max_sge;
 	rx->rqe_wr_id = READ_ONCE(rqe->wr_id);
-	rx->rqe_num_sge = min_t(u32, READ_ONCE(rqe->num_sge), max_sge);
+	rx->rqe_num_sge = trdma_slot_rqe_num_sge(READ_ONCE(rqe->num_sge), &lim);
 	memcpy(rx->rqe_sge, rqe->sge, rx->rqe_num_sge * sizeof(rqe->sge[0]));
 	(*cons)++;
 	/* Done with the slot before the producer may reuse it. */
@@ -369,11 +372,11 @@ static struct trdma_sqe *trdma_rx_read_wqe(struct trdma_qp *qp, u32 msn,
 
 /* Checks a new inbound WRITE or READ target against rkey and rights. */
 static enum trdma_rx_err trdma_rx_check_reth(struct trdma_qp *qp,
-					     const struct trdma_reth *reth,
+					     const struct trdma_wire_hdr *h,
 					     int access)
 {
-	u64 va = be64_to_cpu(reth->va);
-	u32 len = be32_to_cpu(reth->dma_len);
+	u64 va = h->va;
+	u32 len = h->dma_len;
 	struct trdma_mr *mr;
 	int rv;
 
@@ -381,7 +384,7 @@ static enum trdma_rx_err trdma_rx_check_reth(struct trdma_qp *qp,
 		return TRDMA_RX_ACCESS;
 	if (!len)
 		return TRDMA_RX_OK;
-	mr = trdma_mr_get(qp->tdev, be32_to_cpu(reth->rkey));
+	mr = trdma_mr_get(qp->tdev, h->rkey);
 	if (!mr)
 		return TRDMA_RX_ACCESS;
 	rv = trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access);
@@ -451,28 +454,38 @@ static void trdma_rx_queue_resp(struct trdma_qp *qp,
 	trdma_tx_kick(qp);
 }
 
-/* A complete segment header arrived in rx->hdr; take it in. */
+/*
+ * A complete segment header arrived in rx->hdr; take it in.  What needs
+ * no QP (opcode, reserved fields, lengths, offsets of first segments) is
+ * trdma_wire_parse's to check.
+ */
 static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 {
 	struct trdma_rx_state *rx = &qp->rx;
-	const struct trdma_bth *bth = (struct trdma_bth *)rx->hdr;
-	const u8 *ext = rx->hdr + sizeof(*bth);
-	u8 op = bth->opcode;
-	u32 msn = be32_to_cpu(bth->msn);
-	u32 off = be32_to_cpu(bth->offset);
+	const struct trdma_wire_hdr *h = &rx->seg;
+	enum trdma_wire_err we;
 	unsigned long flags;
+	u32 msn, off;
+	u8 op;
 
-	rx->bth = *bth;
-	rx->left = be32_to_cpu(bth->length);
-	if (bth->reserved || be32_to_cpu(bth->dest_qpn) != qp->ibqp.qp_num ||
-	    rx->left > TRDMA_MAX_SEG)
+	we = trdma_wire_parse(rx->hdr, rx->hdr_len, &rx->seg);
+	if (we) {
+		ibdev_dbg(qp->ibqp.device, "QP %u: malformed header (%d)\n",
+			  qp->ibqp.qp_num, we);
+		return TRDMA_RX_PROTO;
+	}
+	op = h->opcode;
+	msn = h->msn;
+	off = h->offset;
+	rx->left = h->length;
+	if (h->dest_qpn != qp->ibqp.qp_num)
 		return TRDMA_RX_PROTO;
 
 	if (rx->rnr_wait && (trdma_op_is_send(op) || trdma_op_is_write(op) ||
 			     op == TRDMA_OP_READ_REQUEST)) {
 		/* Requests are dropped until the refused one comes again. */
 		if ((trdma_op_first(op) || op == TRDMA_OP_READ_REQUEST) &&
-		    msn == rx->rnr_msn && !off) {
+		    msn == rx->rnr_msn) {
 			rx->rnr_wait = false;
 		} else {
 			rx->discard = true;
@@ -482,7 +495,7 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 
 	if (trdma_op_is_send(op) || trdma_op_is_write(op)) {
 		if (trdma_op_first(op)) {
-			if (rx->req_active || off || msn != rx->expected_msn)
+			if (rx->req_active || msn != rx->expected_msn)
 				return TRDMA_RX_PROTO;
 			rx->req_active = true;
 			rx->req_is_send = trdma_op_is_send(op);
@@ -490,13 +503,12 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 			rx->req_placed = 0;
 			rx->has_imm = false;
 			if (trdma_op_is_write(op)) {
-				const struct trdma_reth *reth = (void *)ext;
 				enum trdma_rx_err e;
 
-				rx->req_va = be64_to_cpu(reth->va);
-				rx->req_rkey = be32_to_cpu(reth->rkey);
-				rx->req_len = be32_to_cpu(reth->dma_len);
-				e = trdma_rx_check_reth(qp, reth,
+				rx->req_va = h->va;
+				rx->req_rkey = h->rkey;
+				rx->req_len = h->dma_len;
+				e = trdma_rx_check_reth(qp, h,
 							IB_ACCESS_REMOTE_WRITE);
 				if (e)
 					return e;
@@ -515,9 +527,7 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		    rx->req_placed + rx->left > rx->req_len)
 			return TRDMA_RX_PROTO;
 		if (trdma_op_imm(op)) {
-			rx->imm = ((const struct trdma_immdt *)
-				   (rx->hdr + trdma_hdr_len(op) -
-				    sizeof(struct trdma_immdt)))->data;
+			rx->imm = (__force u32)h->imm;
 			rx->has_imm = true;
 			/* WRITE with immediate consumes a receive WQE. */
 			if (trdma_op_is_write(op) && !rx->req_has_rqe) {
@@ -531,18 +541,17 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 
 	switch (op) {
 	case TRDMA_OP_READ_REQUEST: {
-		const struct trdma_reth *reth = (void *)ext;
 		struct trdma_rd_resp r = {
 			.msn = msn,
-			.va = be64_to_cpu(reth->va),
-			.rkey = be32_to_cpu(reth->rkey),
-			.len = be32_to_cpu(reth->dma_len),
+			.va = h->va,
+			.rkey = h->rkey,
+			.len = h->dma_len,
 		};
 		enum trdma_rx_err e;
 
-		if (rx->left || rx->req_active || msn != rx->expected_msn)
+		if (rx->req_active || msn != rx->expected_msn)
 			return TRDMA_RX_PROTO;
-		e = trdma_rx_check_reth(qp, reth, IB_ACCESS_REMOTE_READ);
+		e = trdma_rx_check_reth(qp, h, IB_ACCESS_REMOTE_READ);
 		if (e)
 			return e;
 		if (!trdma_rx_resp_room(qp))
@@ -572,29 +581,25 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		struct trdma_rd_resp r = { .atomic = true, .msn = msn };
 		enum trdma_rx_err e;
 
-		if (rx->left || rx->req_active || msn != rx->expected_msn)
+		if (rx->req_active || msn != rx->expected_msn)
 			return TRDMA_RX_PROTO;
 		/* Room first: an executed atomic must be answered. */
 		if (!trdma_rx_resp_room(qp))
 			return TRDMA_RX_INVAL;
-		e = trdma_rx_atomic(qp, op, (void *)ext, &r.orig);
+		e = trdma_rx_atomic(qp, h, &r.orig);
 		if (e)
 			return e;
 		trdma_rx_queue_resp(qp, &r);
 		return TRDMA_RX_OK;
 	}
 	case TRDMA_OP_ATOMIC_ACK: {
-		const struct trdma_atomic_ack_eth *ack =
-			(void *)(ext + sizeof(struct trdma_aeth));
 		struct trdma_swqe_info *swi;
 		struct trdma_sqe *sqe;
-		u64 orig = be64_to_cpu(ack->orig);
+		u64 orig = h->orig;
 		u64 addr = 0;
 		u32 lkey = 0;
 		int rv;
 
-		if (rx->left)
-			return TRDMA_RX_PROTO;
 		spin_lock_irqsave(&qp->lock, flags);
 		sqe = trdma_rx_read_wqe(qp, msn, &swi);
 		if (sqe && sqe->opcode != IB_UVERBS_WR_RDMA_READ) {
@@ -619,14 +624,9 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		trdma_tx_kick(qp);
 		return TRDMA_RX_OK;
 	}
-	case TRDMA_OP_ACK: {
-		const struct trdma_aeth *aeth = (void *)ext;
-
-		if (rx->left)
-			return TRDMA_RX_PROTO;
-		trdma_rx_acked(qp, be32_to_cpu(aeth->msn), aeth->syndrome);
+	case TRDMA_OP_ACK:
+		trdma_rx_acked(qp, h->aeth_msn, h->syndrome);
 		return TRDMA_RX_OK;
-	}
 	default:
 		return TRDMA_RX_PROTO;
 	}
@@ -637,7 +637,7 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 					  struct sk_buff *skb, u32 off, u32 n)
 {
 	struct trdma_rx_state *rx = &qp->rx;
-	u8 op = rx->bth.opcode;
+	u8 op = rx->seg.opcode;
 	unsigned long flags;
 	int rv = 0;
 
@@ -660,7 +660,7 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 		u32 at;
 
 		spin_lock_irqsave(&qp->lock, flags);
-		sqe = trdma_rx_read_wqe(qp, be32_to_cpu(rx->bth.msn), &swi);
+		sqe = trdma_rx_read_wqe(qp, rx->seg.msn, &swi);
 		at = swi ? swi->rcvd : 0;
 		spin_unlock_irqrestore(&qp->lock, flags);
 		if (!sqe)
@@ -680,7 +680,7 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 static void trdma_rx_seg_end(struct trdma_qp *qp)
 {
 	struct trdma_rx_state *rx = &qp->rx;
-	u8 op = rx->bth.opcode;
+	u8 op = rx->seg.opcode;
 	unsigned long flags;
 
 	if (rx->discard) {
@@ -702,7 +702,7 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 					       trdma_op_is_send(op) ?
 					       IB_WC_RECV :
 					       IB_WC_RECV_RDMA_WITH_IMM,
-					       rx->bth.flags & TRDMA_BTH_SE);
+					       rx->seg.flags & TRDMA_BTH_SE);
 		rx->req_active = false;
 		rx->expected_msn++;
 		return;
@@ -710,7 +710,7 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 	if (op == TRDMA_OP_READ_RESPONSE_LAST ||
 	    op == TRDMA_OP_READ_RESPONSE_ONLY) {
 		struct trdma_swqe_info *swi;
-		u32 msn = be32_to_cpu(rx->bth.msn);
+		u32 msn = rx->seg.msn;
 
 		spin_lock_irqsave(&qp->lock, flags);
 		if (trdma_rx_read_wqe(qp, msn, &swi)) {
@@ -733,7 +733,7 @@ static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
 	struct trdma_rx_state *rx = &qp->rx;
 	u8 syndrome = e == TRDMA_RX_ACCESS ? TRDMA_AETH_NAK_REM_ACCESS :
 					     TRDMA_AETH_NAK_INV_REQ;
-	u32 msn = be32_to_cpu(rx->bth.msn);
+	u32 msn = rx->seg.msn;
 	unsigned long flags;
 
 	if (e == TRDMA_RX_RNR) {

@@ -91,47 +91,6 @@ static void trdma_tx_rewind(struct trdma_qp *qp)
 	qp->tx_wqe_off = 0;
 }
 
-/* Header sizes by opcode; 0 for an opcode trdma does not accept. */
-u32 trdma_hdr_len(u8 op)
-{
-	u32 len = sizeof(struct trdma_bth);
-
-	switch (op) {
-	case TRDMA_OP_SEND_FIRST:
-	case TRDMA_OP_SEND_MIDDLE:
-	case TRDMA_OP_SEND_LAST:
-	case TRDMA_OP_SEND_ONLY:
-	case TRDMA_OP_WRITE_MIDDLE:
-	case TRDMA_OP_WRITE_LAST:
-	case TRDMA_OP_READ_RESPONSE_MIDDLE:
-		return len;
-	case TRDMA_OP_SEND_LAST_IMM:
-	case TRDMA_OP_SEND_ONLY_IMM:
-	case TRDMA_OP_WRITE_LAST_IMM:
-		return len + sizeof(struct trdma_immdt);
-	case TRDMA_OP_WRITE_FIRST:
-	case TRDMA_OP_WRITE_ONLY:
-	case TRDMA_OP_READ_REQUEST:
-		return len + sizeof(struct trdma_reth);
-	case TRDMA_OP_WRITE_ONLY_IMM:
-		return len + sizeof(struct trdma_reth) +
-		       sizeof(struct trdma_immdt);
-	case TRDMA_OP_READ_RESPONSE_FIRST:
-	case TRDMA_OP_READ_RESPONSE_LAST:
-	case TRDMA_OP_READ_RESPONSE_ONLY:
-	case TRDMA_OP_ACK:
-		return len + sizeof(struct trdma_aeth);
-	case TRDMA_OP_COMPARE_SWAP:
-	case TRDMA_OP_FETCH_ADD:
-		return len + sizeof(struct trdma_atomic_eth);
-	case TRDMA_OP_ATOMIC_ACK:
-		return len + sizeof(struct trdma_aeth) +
-		       sizeof(struct trdma_atomic_ack_eth);
-	default:
-		return 0;
-	}
-}
-
 /* First/middle/last/only opcode of a request segment. */
 static u8 trdma_req_opcode(u8 wr_op, bool first, bool last)
 {

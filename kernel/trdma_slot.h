@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * trdma: the checks of a work request slot that need nothing but the slot's
+ * bytes and the queue's limits.
+ *
+ * Shared by the module and the userspace harness (tests/unit, tests/fuzz),
+ * where tests/fuzz/kcompat.h stands in for the kernel's types and the
+ * ib_wc_status values.
+ */
+#ifndef _TRDMA_SLOT_H
+#define _TRDMA_SLOT_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <rdma/ib_verbs.h>
+#else
+#include "kcompat.h"
+#endif
+#include <rdma/trdma-abi.h>
+
+#define TRDMA_MAX_MSG_SZ	0x80000000u	/* 2 GiB */
+#define TRDMA_MAX_SGE		32	/* ceiling of the max_sge parameter */
+
+#define TRDMA_WQE_FLAGS_ALL (TRDMA_WQE_SIGNALED | TRDMA_WQE_SOLICITED | \
+			     TRDMA_WQE_INLINE | TRDMA_WQE_FENCE)
+
+/* What a queue's slots may hold, as granted when the queue was created. */
+struct trdma_slot_limits {
+	u32 slot_size;		/* bytes: 1 << the ring's slot_shift */
+	u32 max_sge;		/* max_send_sge, max_recv_sge or the SRQ's */
+	u32 max_inline;		/* max_inline_data (send queues) */
+};
+
+enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
+				       const struct trdma_slot_limits *lim,
+				       u32 *len);
+u32 trdma_slot_rqe_num_sge(u8 num_sge, const struct trdma_slot_limits *lim);
+
+#endif /* _TRDMA_SLOT_H */
