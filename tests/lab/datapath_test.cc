@@ -724,6 +724,133 @@ TEST_F(DataPathTest, BlackholedConnectionTimesOut) {
   EXPECT_LT(ms, 10000);
 }
 
+// Inline at the maximum the module grants (max_inline): the bytes are taken
+// at post time from several SGEs, so changing the source right after
+// ibv_post_send returns does not change what arrives.
+TEST_F(DataPathTest, InlineAtTheReportedMaximum) {
+  const uint32_t max = std::stoul(
+      ReadFile("/sys/module/trdma/parameters/max_inline"));
+  ibv_qp_init_attr ia = {};
+  ia.send_cq = a_.cq;
+  ia.recv_cq = a_.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {8, 8, 4, 4, max};
+  ibv_qp *x = ibv_create_qp(pd_, &ia);
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(ia.cap.max_inline_data, max);
+  ia.send_cq = ia.recv_cq = b_.cq;
+  ia.cap.max_inline_data = 0;
+  ibv_qp *y = ibv_create_qp(pd_, &ia);
+  ASSERT_NE(y, nullptr);
+  ASSERT_EQ(Connect(x, y), 0);
+  ASSERT_EQ(Connect(y, x), 0);
+
+  Fill(a_.buf, 0, max + 64, 99);
+  std::vector<uint8_t> want(a_.buf.begin(), a_.buf.begin() + max);
+  ibv_sge rs = {reinterpret_cast<uintptr_t>(b_.buf.data()), max + 64,
+                b_.mr->lkey};
+  ibv_recv_wr rwr = {}, *rbad;
+  rwr.wr_id = 1;
+  rwr.sg_list = &rs;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(y, &rwr, &rbad), 0);
+  // Three SGEs, no lkey needed for inline data.
+  ibv_sge sg[3] = {
+      {reinterpret_cast<uintptr_t>(a_.buf.data()), max / 3, 0},
+      {reinterpret_cast<uintptr_t>(a_.buf.data() + max / 3), max / 3, 0},
+      {reinterpret_cast<uintptr_t>(a_.buf.data() + 2 * (max / 3)),
+       max - 2 * (max / 3), 0}};
+  ibv_send_wr wr = {}, *bad;
+  wr.wr_id = 2;
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = sg;
+  wr.num_sge = 3;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  ASSERT_EQ(ibv_post_send(x, &wr, &bad), 0);
+  memset(a_.buf.data(), 0xee, max);  // after the post: must not matter
+  ibv_wc r = Wait(b_.cq), s = Wait(a_.cq);
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+  ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+  EXPECT_EQ(r.byte_len, max);
+  EXPECT_EQ(memcmp(b_.buf.data(), want.data(), max), 0);
+  // One byte more is refused at post time.
+  sg[2].length++;
+  EXPECT_NE(ibv_post_send(x, &wr, &bad), 0);
+  ibv_destroy_qp(x);
+  ibv_destroy_qp(y);
+}
+
+// 64 MiB WRITE, READ and SEND from and into three SGEs each, byte for byte.
+TEST_F(DataPathTest, SixtyFourMibMessages) {
+  const size_t kLen = 64 << 20;
+  std::vector<uint8_t> src(kLen + 4096), dst(kLen + 4096);
+  const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                  IBV_ACCESS_REMOTE_READ;
+  ibv_mr *smr = ibv_reg_mr(pd_, src.data(), src.size(), acc);
+  ibv_mr *dmr = ibv_reg_mr(pd_, dst.data(), dst.size(), acc);
+  ASSERT_TRUE(smr && dmr);
+  auto three = [](std::vector<uint8_t> &v, ibv_mr *mr) {
+    const uint32_t p = (64 << 20) / 3;
+    return std::vector<ibv_sge>{
+        {reinterpret_cast<uintptr_t>(v.data()), p, mr->lkey},
+        {reinterpret_cast<uintptr_t>(v.data() + p + 100), p, mr->lkey},
+        {reinterpret_cast<uintptr_t>(v.data() + 2 * p + 200),
+         (64u << 20) - 2 * p, mr->lkey}};
+  };
+  auto gathered = [](const std::vector<ibv_sge> &sg) {
+    std::vector<uint8_t> out;
+    for (auto &g : sg)
+      out.insert(out.end(), reinterpret_cast<uint8_t *>(g.addr),
+                 reinterpret_cast<uint8_t *>(g.addr) + g.length);
+    return out;
+  };
+  auto wait_long = [](ibv_cq *cq) {
+    ibv_wc wc = {};
+    wc.status = IBV_WC_GENERAL_ERR;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (ibv_poll_cq(cq, 1, &wc) == 0 &&
+           std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return wc;
+  };
+  std::mt19937 rng(64);
+  for (auto &c : src) c = static_cast<uint8_t>(rng());
+  auto ssg = three(src, smr);
+  const auto want = gathered(ssg);
+
+  // WRITE: scattered source, one contiguous target.
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, ssg,
+                     reinterpret_cast<uintptr_t>(dst.data()), dmr->rkey),
+            0);
+  ASSERT_EQ(wait_long(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst.data(), want.data(), kLen), 0);
+
+  // READ: the contiguous copy back into three scattered pieces.
+  std::vector<uint8_t> back(kLen + 4096, 0);
+  ibv_mr *bmr = ibv_reg_mr(pd_, back.data(), back.size(), acc);
+  ASSERT_NE(bmr, nullptr);
+  auto bsg = three(back, bmr);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_RDMA_READ, bsg,
+                     reinterpret_cast<uintptr_t>(dst.data()), dmr->rkey),
+            0);
+  ASSERT_EQ(wait_long(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(gathered(bsg) == want);
+
+  // SEND: scattered to scattered.
+  std::fill(dst.begin(), dst.end(), 0);
+  auto dsg = three(dst, dmr);
+  ASSERT_EQ(PostRecv(b_, 3, dsg), 0);
+  ASSERT_EQ(PostSend(a_, 4, IBV_WR_SEND, ssg), 0);
+  ibv_wc r = wait_long(b_.cq);
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+  EXPECT_EQ(r.byte_len, kLen);
+  ASSERT_EQ(wait_long(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(gathered(dsg) == want);
+  ibv_dereg_mr(bmr);
+  ibv_dereg_mr(smr);
+  ibv_dereg_mr(dmr);
+}
+
 // A VA window of `size` bytes whose pages are `period` bytes of one memfd
 // mapped over and over: a 2 GiB memory region in a guest of 2 GiB.
 struct RepeatedWindow {
