@@ -215,12 +215,7 @@ TEST_F(DataPathTest, NoReceiveWithoutRnrRetryFails) {
   ibv_destroy_qp(b_.qp);
   a_.qp = b_.qp = nullptr;
   for (Side *s : {&a_, &b_}) {
-    ibv_qp_init_attr ia = {};
-    ia.send_cq = s->cq;
-    ia.recv_cq = s->cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap = {16, 16, 1, 1, 0};
-    s->qp = ibv_create_qp(pd_, &ia);
+    s->qp = NewQp(s->cq, {16, 16, 1, 1, 0});
     ASSERT_NE(s->qp, nullptr);
   }
   ASSERT_EQ(Connect(a_.qp, b_.qp, 0), 0);
@@ -409,16 +404,9 @@ TEST_F(DataPathTest, SolicitedOnlyNotification) {
   ASSERT_NE(ch, nullptr);
   ibv_cq *cq = ibv_create_cq(ctx_.get(), 16, nullptr, ch, 0);
   ASSERT_NE(cq, nullptr);
-  ibv_qp_init_attr ia = {};
-  ia.send_cq = cq;
-  ia.recv_cq = cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap = {8, 8, 1, 1, 0};
-  ibv_qp *rq = ibv_create_qp(pd_, &ia);
+  ibv_qp *rq = NewQp(cq);
   ASSERT_NE(rq, nullptr);
-  ia.send_cq = a_.cq;
-  ia.recv_cq = a_.cq;
-  ibv_qp *sq = ibv_create_qp(pd_, &ia);
+  ibv_qp *sq = NewQp(a_.cq);
   ASSERT_NE(sq, nullptr);
   ASSERT_EQ(Connect(rq, sq), 0);
   ASSERT_EQ(Connect(sq, rq), 0);
@@ -571,12 +559,7 @@ TEST_F(DataPathTest, QpConnectedToItself) {
                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
   ASSERT_NE(c.mr, nullptr);
-  ibv_qp_init_attr ia = {};
-  ia.send_cq = c.cq;
-  ia.recv_cq = c.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap = {16, 16, 4, 4, 0};
-  c.qp = ibv_create_qp(pd_, &ia);
+  c.qp = NewQp(c.cq, {16, 16, 4, 4, 0});
   ASSERT_NE(c.qp, nullptr);
   ASSERT_EQ(Connect(c.qp, c.qp), 0);
 
@@ -730,17 +713,13 @@ TEST_F(DataPathTest, BlackholedConnectionTimesOut) {
 TEST_F(DataPathTest, InlineAtTheReportedMaximum) {
   const uint32_t max = std::stoul(
       ReadFile("/sys/module/trdma/parameters/max_inline"));
-  ibv_qp_init_attr ia = {};
-  ia.send_cq = a_.cq;
-  ia.recv_cq = a_.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap = {8, 8, 4, 4, max};
-  ibv_qp *x = ibv_create_qp(pd_, &ia);
+  ibv_qp *x = NewQp(a_.cq, {8, 8, 4, 4, max});
   ASSERT_NE(x, nullptr);
-  EXPECT_EQ(ia.cap.max_inline_data, max);
-  ia.send_cq = ia.recv_cq = b_.cq;
-  ia.cap.max_inline_data = 0;
-  ibv_qp *y = ibv_create_qp(pd_, &ia);
+  ibv_qp_attr qa;
+  ibv_qp_init_attr qi;
+  ASSERT_EQ(ibv_query_qp(x, &qa, IBV_QP_CAP, &qi), 0);
+  EXPECT_EQ(qi.cap.max_inline_data, max);
+  ibv_qp *y = NewQp(b_.cq, {8, 8, 4, 4, 0});
   ASSERT_NE(y, nullptr);
   ASSERT_EQ(Connect(x, y), 0);
   ASSERT_EQ(Connect(y, x), 0);

@@ -37,43 +37,18 @@ namespace {
 class HostileTest : public DataPathTest {
  protected:
   // The fixture's QPs still move data.
-  void ExpectFixtureWorks() {
-    ASSERT_EQ(PostRecv(b_, 5, Sges(b_, 0, 64, 1)), 0);
-    ASSERT_EQ(PostSend(a_, 6, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
-    EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
-    EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
-  }
+  void ExpectFixtureWorks() { ExpectSendArrives(a_.qp, a_.cq, b_.qp, b_.cq); }
 
   // After an error took a_ and b_ down: the device still serves a new pair.
   void ExpectPdStillUsable() {
-    ibv_qp_init_attr ia = {};
-    ia.send_cq = ia.recv_cq = a_.cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap = {8, 8, 1, 1, 0};
-    ibv_qp *x = ibv_create_qp(pd_, &ia);
-    ibv_qp *y = ibv_create_qp(pd_, &ia);
+    ibv_qp *x = NewQp(a_.cq), *y = NewQp(a_.cq);
     ASSERT_TRUE(x && y);
     ASSERT_EQ(Connect(x, y), 0);
     ASSERT_EQ(Connect(y, x), 0);
     ibv_wc wc;
     while (ibv_poll_cq(a_.cq, 1, &wc) == 1) {
     }
-    ibv_sge sg = {reinterpret_cast<uintptr_t>(a_.buf.data()), 64,
-                  a_.mr->lkey};
-    ibv_recv_wr rwr = {}, *rbad;
-    rwr.wr_id = 1;
-    rwr.sg_list = &sg;
-    rwr.num_sge = 1;
-    ASSERT_EQ(ibv_post_recv(y, &rwr, &rbad), 0);
-    ibv_send_wr swr = {}, *sbad;
-    swr.wr_id = 2;
-    swr.opcode = IBV_WR_SEND;
-    swr.sg_list = &sg;
-    swr.num_sge = 1;
-    swr.send_flags = IBV_SEND_SIGNALED;
-    ASSERT_EQ(ibv_post_send(x, &swr, &sbad), 0);
-    EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
-    EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+    ExpectSendArrives(x, a_.cq, y, a_.cq);
     ibv_destroy_qp(x);
     ibv_destroy_qp(y);
   }
@@ -253,33 +228,11 @@ TEST_F(HostileTest, HalfOpenFloodIsReapedAndHarmless) {
     fds.push_back(fd);
   }
   // Meanwhile, a real connection is made and carries data.
-  ibv_qp_init_attr ia = {};
-  ia.send_cq = a_.cq;
-  ia.recv_cq = a_.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap = {8, 8, 1, 1, 0};
-  ibv_qp *x = ibv_create_qp(pd_, &ia);
-  ia.send_cq = ia.recv_cq = b_.cq;
-  ibv_qp *y = ibv_create_qp(pd_, &ia);
+  ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
   ASSERT_TRUE(x && y);
   ASSERT_EQ(Connect(x, y), 0);
   ASSERT_EQ(Connect(y, x), 0);
-  ibv_sge rs = {reinterpret_cast<uintptr_t>(b_.buf.data()), 64, b_.mr->lkey};
-  ibv_recv_wr rwr = {}, *rbad;
-  rwr.wr_id = 1;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ASSERT_EQ(ibv_post_recv(y, &rwr, &rbad), 0);
-  ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 64, a_.mr->lkey};
-  ibv_send_wr swr = {}, *sbad;
-  swr.wr_id = 2;
-  swr.opcode = IBV_WR_SEND;
-  swr.sg_list = &ss;
-  swr.num_sge = 1;
-  swr.send_flags = IBV_SEND_SIGNALED;
-  ASSERT_EQ(ibv_post_send(x, &swr, &sbad), 0);
-  EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
-  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  ExpectSendArrives(x, a_.cq, y, b_.cq);
 
   // Every flood connection is closed by trdma within the timeout (2 s),
   // plus slack for the lab's slow guest.

@@ -192,16 +192,45 @@ class DataPathTest : public ::testing::Test {
     return true;
   }
 
+  // A new RC QP of pd_ with both queues' completions on cq.
+  ibv_qp *NewQp(ibv_cq *cq, ibv_qp_cap cap = {8, 8, 1, 1, 0}) {
+    ibv_qp_init_attr ia = {};
+    ia.send_cq = cq;
+    ia.recv_cq = cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap = cap;
+    return ibv_create_qp(pd_, &ia);
+  }
+
+  // One 64-byte SEND from a_'s buffer on `from` into b_'s buffer on `to`:
+  // both complete successfully.
+  void ExpectSendArrives(ibv_qp *from, ibv_cq *from_cq, ibv_qp *to,
+                         ibv_cq *to_cq) {
+    ibv_sge rs = {reinterpret_cast<uintptr_t>(b_.buf.data()), 64,
+                  b_.mr->lkey};
+    ibv_recv_wr rwr = {}, *rbad;
+    rwr.wr_id = 1;
+    rwr.sg_list = &rs;
+    rwr.num_sge = 1;
+    ASSERT_EQ(ibv_post_recv(to, &rwr, &rbad), 0);
+    ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 64,
+                  a_.mr->lkey};
+    ibv_send_wr swr = {}, *sbad;
+    swr.wr_id = 2;
+    swr.opcode = IBV_WR_SEND;
+    swr.sg_list = &ss;
+    swr.num_sge = 1;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(ibv_post_send(from, &swr, &sbad), 0);
+    EXPECT_EQ(Wait(to_cq).status, IBV_WC_SUCCESS);
+    EXPECT_EQ(Wait(from_cq).status, IBV_WC_SUCCESS);
+  }
+
   // A new QP on b_'s CQ whose peer is a raw TCP socket of the test posing
   // as QPN 1 on our own GID (the smaller: the QP accepts).  Returns that
   // socket, connected and greeted (the QP's ACCEPT read), or -1.
   int RawPeer(ibv_qp **victim) {
-    ibv_qp_init_attr ia = {};
-    ia.send_cq = b_.cq;
-    ia.recv_cq = b_.cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap = {8, 8, 1, 1, 0};
-    *victim = ibv_create_qp(pd_, &ia);
+    *victim = NewQp(b_.cq);
     if (!*victim) return -1;
     ibv_qp fake = **victim;
     fake.qp_num = 1;
