@@ -213,16 +213,19 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 	trdma_qp_to_error(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
 
+	/*
+	 * The connection is closed in process context, also when the QP was
+	 * in ERR already: one waiting to send its last NAK (close_after_nak)
+	 * whose transmitter failed would otherwise keep it open, and the
+	 * peer would wait forever for the rest of a segment it was promised.
+	 */
+	if (close && refcount_inc_not_zero(&qp->ref) &&
+	    !queue_work(trdma_wq, &qp->fatal_work))
+		trdma_qp_put(qp);
 	if (was_err)
 		return;
 	if (event == IB_EVENT_QP_FATAL)
 		trdma_count(qp->tdev, TRDMA_CNT_QP_FATAL, 1);
-	/* The connection is closed in process context. */
-	if (close) {
-		refcount_inc(&qp->ref);
-		if (!queue_work(trdma_wq, &qp->fatal_work))
-			trdma_qp_put(qp);
-	}
 	if (qp->ibqp.event_handler)
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 }
