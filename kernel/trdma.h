@@ -373,6 +373,11 @@ struct trdma_qp {
 	struct work_struct fatal_work;
 	/* The peer closed in order while we owed it nothing; under lock. */
 	bool peer_closed;
+	/*
+	 * IB_EVENT_QP_LAST_WQE_REACHED was raised (or must not be: the QP is
+	 * being destroyed) since the last RESET; under lock.
+	 */
+	bool last_wqe_done;
 	struct delayed_work peer_gone_work;
 	u8 peer_rd_atomic;		/* peer's max_dest_rd_atomic */
 	void (*saved_data_ready)(struct sock *sk);
@@ -489,6 +494,7 @@ int trdma_cq_post(struct trdma_cq *cq, const struct trdma_cqe *cqe,
 
 /* trdma_qp.c */
 void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event);
+void trdma_qp_rx_stopped(struct trdma_qp *qp);
 void trdma_qp_timed_out(struct trdma_qp *qp);
 void trdma_qp_peer_closed(struct trdma_qp *qp);
 void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
@@ -510,6 +516,7 @@ void trdma_cm_exit(void);
 void trdma_cm_qp_rtr(struct trdma_qp *qp);
 void trdma_cm_qp_destroy(struct trdma_qp *qp);
 void trdma_cm_detach(struct trdma_qp *qp);
+void trdma_cm_detach_locked(struct trdma_qp *qp);
 void trdma_cm_connect_work(struct work_struct *work);
 void trdma_cm_write_space(struct sock *sk);
 void trdma_cm_set_timeout(struct trdma_qp *qp);
@@ -537,6 +544,7 @@ void trdma_tx_work(struct work_struct *work);
 void trdma_rx_data_ready(struct sock *sk);
 void trdma_rx_pump(struct trdma_qp *qp);
 void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk);
+void trdma_rx_flush(struct trdma_qp *qp);
 
 extern struct workqueue_struct *trdma_wq;
 

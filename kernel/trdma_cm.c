@@ -287,13 +287,18 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 }
 
-/* Unbinds and closes the QP's connection, if any.  Process context. */
-void trdma_cm_detach(struct trdma_qp *qp)
+/*
+ * Unbinds and closes the QP's connection, if any, then lets the QP settle
+ * what its receive path left (trdma_qp_rx_stopped).  Under state_mutex,
+ * which also keeps trdma_cm_attach() out.  Process context.
+ */
+void trdma_cm_detach_locked(struct trdma_qp *qp)
 {
 	struct socket *sock;
 	unsigned long flags;
 	struct sock *sk;
 
+	lockdep_assert_held(&qp->state_mutex);
 	mutex_lock(&qp->tx_mutex);
 	spin_lock_irqsave(&qp->lock, flags);
 	sock = qp->sock;
@@ -301,7 +306,7 @@ void trdma_cm_detach(struct trdma_qp *qp)
 	spin_unlock_irqrestore(&qp->lock, flags);
 	mutex_unlock(&qp->tx_mutex);
 	if (!sock)
-		return;
+		goto out;
 
 	sk = sock->sk;
 	write_lock_bh(&sk->sk_callback_lock);
@@ -314,6 +319,16 @@ void trdma_cm_detach(struct trdma_qp *qp)
 
 	kernel_sock_shutdown(sock, SHUT_RDWR);
 	sock_release(sock);
+out:
+	/* No callback of the socket runs any more: the receive path is idle. */
+	trdma_qp_rx_stopped(qp);
+}
+
+void trdma_cm_detach(struct trdma_qp *qp)
+{
+	mutex_lock(&qp->state_mutex);
+	trdma_cm_detach_locked(qp);
+	mutex_unlock(&qp->state_mutex);
 }
 
 void trdma_cm_connect_work(struct work_struct *work)

@@ -193,6 +193,14 @@ void trdma_qp_put(struct trdma_qp *qp)
 		complete(&qp->freed);
 }
 
+/* Closes the QP's connection in process context (fatal_work). */
+static void trdma_qp_close(struct trdma_qp *qp)
+{
+	if (refcount_inc_not_zero(&qp->ref) &&
+	    !queue_work(trdma_wq, &qp->fatal_work))
+		trdma_qp_put(qp);
+}
+
 /*
  * Moves the QP to ERR with everything flushed and raises the affiliated
  * async event, once; with close, the connection is closed too.  Any context.
@@ -219,9 +227,8 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 	 * whose transmitter failed would otherwise keep it open, and the
 	 * peer would wait forever for the rest of a segment it was promised.
 	 */
-	if (close && refcount_inc_not_zero(&qp->ref) &&
-	    !queue_work(trdma_wq, &qp->fatal_work))
-		trdma_qp_put(qp);
+	if (close)
+		trdma_qp_close(qp);
 	if (was_err)
 		return;
 	if (event == IB_EVENT_QP_FATAL)
@@ -306,6 +313,36 @@ static void trdma_qp_peer_gone_work(struct work_struct *work)
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (gone)
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+}
+
+/*
+ * The QP's connection is closed and its receive path idle (from
+ * trdma_cm_detach_locked()).  A receive WQE taken for a message that never
+ * finished is flushed; then a QP on an SRQ that is in ERR will never take
+ * another WQE from it: IB_EVENT_QP_LAST_WQE_REACHED, once per error, so
+ * that its owner knows when the QP's receive completions are all out.
+ * Under state_mutex.
+ */
+void trdma_qp_rx_stopped(struct trdma_qp *qp)
+{
+	struct ib_event ev = {
+		.device = qp->ibqp.device,
+		.element.qp = &qp->ibqp,
+		.event = IB_EVENT_QP_LAST_WQE_REACHED,
+	};
+	unsigned long flags;
+	bool last;
+
+	lockdep_assert_held(&qp->state_mutex);
+	trdma_rx_flush(qp);
+
+	spin_lock_irqsave(&qp->lock, flags);
+	last = qp->ibqp.srq && qp->state == IB_QPS_ERR && !qp->last_wqe_done;
+	if (last)
+		qp->last_wqe_done = true;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (last && qp->ibqp.event_handler)
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 }
 
 static void trdma_qp_fatal_work(struct work_struct *work)
@@ -400,7 +437,7 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 /* The send doorbell: look at the SQ ring again. */
 static void trdma_sq_kick(struct trdma_qp *qp)
 {
-	bool fatal = false, kick = false, gone = false;
+	bool fatal = false, kick = false, gone = false, failed = false;
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
@@ -409,6 +446,8 @@ static void trdma_sq_kick(struct trdma_qp *qp)
 		trdma_sq_intake(qp);
 		fatal = qp->corrupt;
 		qp->corrupt = false;
+		/* A WQE refused at intake took the QP to ERR. */
+		failed = qp->state == IB_QPS_ERR;
 		kick = qp->sq_tx != qp->sq_intake;
 		/* Nothing will carry it: the peer is gone. */
 		gone = kick && qp->peer_closed;
@@ -426,6 +465,9 @@ static void trdma_sq_kick(struct trdma_qp *qp)
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 		return;
 	}
+	/* A QP in ERR has no use for its connection: the peer learns it. */
+	if (failed)
+		trdma_qp_close(qp);
 	if (kick)
 		trdma_tx_kick(qp);
 	if (fatal && qp->ibqp.event_handler) {
@@ -586,6 +628,8 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 	mutex_lock(&qp->state_mutex);
 	spin_lock_irqsave(&qp->lock, flags);
+	/* No event for a QP going away. */
+	qp->last_wqe_done = true;
 	if (qp->state != IB_QPS_RESET)
 		trdma_qp_to_error(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
@@ -708,6 +752,7 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	qp->ack_pending = false;
 	qp->rnr_rewind = false;
 	qp->peer_closed = false;
+	qp->last_wqe_done = false;
 	WRITE_ONCE(qp->sq.ctrl->prod, 0);
 	WRITE_ONCE(qp->sq.ctrl->cons, 0);
 	qp->rq_cons = 0;
@@ -760,7 +805,7 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (cur != next && next == IB_QPS_RTR)
 		trdma_cm_qp_rtr(qp);
 	if (cur != next && next == IB_QPS_ERR)
-		trdma_cm_detach(qp);
+		trdma_cm_detach_locked(qp);
 	if (mask & (IB_QP_TIMEOUT | IB_QP_RETRY_CNT))
 		trdma_cm_set_timeout(qp);
 	/* WQEs posted before RTS are taken in now. */

@@ -261,6 +261,18 @@ static void trdma_rx_complete_recv(struct trdma_qp *qp, enum ib_wc_status st,
 	rx->req_has_rqe = false;
 }
 
+/*
+ * The connection is gone with a message half received: the receive WQE
+ * taken for it (from the RQ or the SRQ, so no ring flush finds it) ends in
+ * IB_WC_WR_FLUSH_ERR.  Only while no socket callback can run.
+ */
+void trdma_rx_flush(struct trdma_qp *qp)
+{
+	if (qp->rx.req_has_rqe)
+		trdma_rx_complete_recv(qp, IB_WC_WR_FLUSH_ERR, IB_WC_RECV,
+				       false);
+}
+
 /* The wait an RNR NAK timer code asks for (IBA table 45), in jiffies. */
 static unsigned long trdma_rnr_delay(u8 code)
 {
