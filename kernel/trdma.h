@@ -295,6 +295,8 @@ struct trdma_txopt {
 };
 
 /* Receive side state; only the socket's receive path touches it. */
+#define TRDMA_RX_OPTS	4
+
 struct trdma_rx_state {
 	u8 hdr[TRDMA_MAX_HDR];
 	u32 hdr_got;
@@ -321,11 +323,16 @@ struct trdma_rx_state {
 	bool discard;		/* skip the current segment's payload */
 	u32 expected_msn;	/* next request MSN from the peer */
 	bool dead;		/* stream refused: read no more */
-	/* The trdma TCP option (trdma_tcpopt.c) of the last skb begun. */
+	/*
+	 * The trdma TCP options (trdma_tcpopt.c) of skbs that began inside a
+	 * BTH not yet complete: each is checked once the BTH is.  More than
+	 * TRDMA_RX_OPTS such skbs in one BTH (only a peer that cuts its
+	 * stream into tiny pieces does that) leave the rest unchecked.
+	 */
 	u32 pos;		/* stream offset of the next byte, from the ISN */
 	u32 seg_start;		/* stream offset of the current BTH */
-	bool opt_pending;	/* opt awaits the header it names */
-	struct trdma_tcp_opt opt;
+	u8 opt_n;		/* options pending in opt[] */
+	struct trdma_tcp_opt opt[TRDMA_RX_OPTS];
 };
 
 /*
@@ -537,6 +544,7 @@ struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
 
 /* trdma_tx.c */
 void trdma_tx_kick(struct trdma_qp *qp);
+void trdma_tx_now(struct trdma_qp *qp);
 void trdma_tx_rnr_work(struct work_struct *work);
 void trdma_tx_work(struct work_struct *work);
 

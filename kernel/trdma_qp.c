@@ -434,8 +434,12 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 	}
 }
 
-/* The send doorbell: look at the SQ ring again. */
-static void trdma_sq_kick(struct trdma_qp *qp)
+/*
+ * The send doorbell: look at the SQ ring again.  now: the caller is a
+ * user's doorbell (process context, no locks held), which transmits
+ * itself (trdma_tx_now) rather than kicking the worker.
+ */
+static void trdma_sq_kick(struct trdma_qp *qp, bool now)
 {
 	bool fatal = false, kick = false, gone = false, failed = false;
 	unsigned long flags;
@@ -468,7 +472,9 @@ static void trdma_sq_kick(struct trdma_qp *qp)
 	/* A QP in ERR has no use for its connection: the peer learns it. */
 	if (failed)
 		trdma_qp_close(qp);
-	if (kick)
+	if (kick && now)
+		trdma_tx_now(qp);
+	else if (kick)
 		trdma_tx_kick(qp);
 	if (fatal && qp->ibqp.event_handler) {
 		struct ib_event ev = {
@@ -810,7 +816,7 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		trdma_cm_set_timeout(qp);
 	/* WQEs posted before RTS are taken in now. */
 	if (next == IB_QPS_RTS)
-		trdma_sq_kick(qp);
+		trdma_sq_kick(qp, false);
 out:
 	mutex_unlock(&qp->state_mutex);
 	return rv;
@@ -910,7 +916,7 @@ int trdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			*bad_wr = wr;
 			return -EINVAL;
 		}
-		trdma_sq_kick(qp);
+		trdma_sq_kick(qp, true);
 		return 0;
 	}
 
@@ -937,7 +943,7 @@ int trdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		*bad_wr = wr;
 	spin_unlock_irqrestore(&qp->lock, flags);
 
-	trdma_sq_kick(qp);
+	trdma_sq_kick(qp, false);
 	return rv;
 }
 

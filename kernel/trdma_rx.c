@@ -782,39 +782,60 @@ static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
 }
 
 /*
- * Checks the trdma TCP option of the skb begun last against the complete
- * header of the trdma segment holding that skb's first byte.
+ * Checks the trdma TCP option of an skb against the BTH of the trdma
+ * segment holding that skb's first byte (the current one, complete).
  */
-static void trdma_rx_opt_check(struct trdma_qp *qp)
+static void trdma_rx_opt_check(struct trdma_qp *qp,
+			       const struct trdma_tcp_opt *opt)
 {
 	struct trdma_rx_state *rx = &qp->rx;
 	const struct trdma_bth *bth = (const struct trdma_bth *)rx->hdr;
 	u32 op_qpn = (u32)bth->opcode << 24 |
 		     (be32_to_cpu(bth->dest_qpn) & 0xffffff);
-	bool agree = be32_to_cpu(rx->opt.offset) == rx->seg_start &&
-		     be32_to_cpu(rx->opt.op_qpn) == op_qpn &&
-		     rx->opt.msn == bth->msn;
+	bool agree = be32_to_cpu(opt->offset) == rx->seg_start &&
+		     be32_to_cpu(opt->op_qpn) == op_qpn &&
+		     opt->msn == bth->msn;
 
-	rx->opt_pending = false;
 	trdma_count(qp->tdev, agree ? TRDMA_CNT_TCPOPT_AGREE :
 		    TRDMA_CNT_TCPOPT_DISAGREE, 1);
 	if (!agree)
 		ibdev_dbg(qp->ibqp.device,
 			  "QP %u: TCP option %#x/%u/%u disagrees with header %#x/%u/%u\n",
-			  qp->ibqp.qp_num, be32_to_cpu(rx->opt.op_qpn),
-			  be32_to_cpu(rx->opt.msn), be32_to_cpu(rx->opt.offset),
+			  qp->ibqp.qp_num, be32_to_cpu(opt->op_qpn),
+			  be32_to_cpu(opt->msn), be32_to_cpu(opt->offset),
 			  op_qpn, be32_to_cpu(bth->msn), rx->seg_start);
+}
+
+/* The current BTH is complete: check the options that waited for it. */
+static void trdma_rx_opt_pending(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	u8 i;
+
+	for (i = 0; i < rx->opt_n; i++)
+		trdma_rx_opt_check(qp, &rx->opt[i]);
+	rx->opt_n = 0;
 }
 
 /* A new skb begins: take its trdma TCP option, if it has one. */
 static void trdma_rx_opt_skb(struct trdma_qp *qp, const struct sk_buff *skb)
 {
 	struct trdma_rx_state *rx = &qp->rx;
+	struct trdma_tcp_opt opt;
 
-	rx->opt_pending = trdma_tcpopt_get(skb, &rx->opt);
-	/* Its first byte is payload of a segment whose header we have. */
-	if (rx->opt_pending && rx->hdr_len && rx->hdr_got >= rx->hdr_len)
-		trdma_rx_opt_check(qp);
+	if (!trdma_tcpopt_get(skb, &opt))
+		return;
+	/* Its first byte is in a segment whose BTH we have: check now. */
+	if (rx->hdr_got >= sizeof(struct trdma_bth)) {
+		trdma_rx_opt_check(qp, &opt);
+		return;
+	}
+	if (rx->opt_n < TRDMA_RX_OPTS)
+		rx->opt[rx->opt_n++] = opt;
+	else
+		ibdev_dbg(qp->ibqp.device,
+			  "QP %u: TCP option left unchecked (BTH in pieces)\n",
+			  qp->ibqp.qp_num);
 }
 
 static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
@@ -851,12 +872,11 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 					e = TRDMA_RX_PROTO;
 					break;
 				}
+				trdma_rx_opt_pending(qp);
 			}
 			if (rx->hdr_got < sizeof(struct trdma_bth) ||
 			    rx->hdr_got < rx->hdr_len)
 				continue;
-			if (rx->opt_pending)
-				trdma_rx_opt_check(qp);
 			trdma_count(qp->tdev, TRDMA_CNT_RX_SEGMENTS, 1);
 			trdma_count(qp->tdev, TRDMA_CNT_RX_BYTES,
 				    rx->hdr_len + be32_to_cpu(((struct trdma_bth *)

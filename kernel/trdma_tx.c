@@ -470,12 +470,12 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 	spin_unlock_irqrestore(&qp->lock, flags);
 }
 
-void trdma_tx_work(struct work_struct *work)
+/* Puts what there is to send on the wire.  Under tx_mutex. */
+static int trdma_tx_run(struct trdma_qp *qp)
 {
-	struct trdma_qp *qp = container_of(work, struct trdma_qp, tx_work);
 	int rv = 0;
 
-	mutex_lock(&qp->tx_mutex);
+	lockdep_assert_held(&qp->tx_mutex);
 	while (qp->sock) {
 		if (qp->seg.kind == TRDMA_SEG_NONE && !trdma_tx_next_seg(qp))
 			break;
@@ -496,11 +496,46 @@ void trdma_tx_work(struct work_struct *work)
 			break;
 		}
 	}
-	mutex_unlock(&qp->tx_mutex);
+	return rv;
+}
 
+static void trdma_tx_failed(struct trdma_qp *qp, int rv)
+{
 	if (rv && rv != -EAGAIN) {
 		ibdev_dbg(qp->ibqp.device, "QP %u: transmit failed: %d\n",
 			  qp->ibqp.qp_num, rv);
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 	}
+}
+
+void trdma_tx_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(work, struct trdma_qp, tx_work);
+	int rv;
+
+	mutex_lock(&qp->tx_mutex);
+	rv = trdma_tx_run(qp);
+	mutex_unlock(&qp->tx_mutex);
+	trdma_tx_failed(qp, rv);
+}
+
+/*
+ * The send doorbell of a user QP: transmit now, in the poster's own
+ * context, which saves waking a worker per message (most of a small
+ * message's latency on a busy or small machine).  A transmitter already
+ * at work (the worker, or another poster) takes the new WQEs instead.  The
+ * sends never block (MSG_DONTWAIT): what does not fit in the socket now is
+ * left to the worker, kicked by write_space.  Process context, no locks.
+ */
+void trdma_tx_now(struct trdma_qp *qp)
+{
+	int rv;
+
+	if (!mutex_trylock(&qp->tx_mutex)) {
+		trdma_tx_kick(qp);
+		return;
+	}
+	rv = trdma_tx_run(qp);
+	mutex_unlock(&qp->tx_mutex);
+	trdma_tx_failed(qp, rv);
 }
