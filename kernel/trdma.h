@@ -391,8 +391,14 @@ struct trdma_qp {
 	void (*saved_write_space)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
 
-	/* Transmit (trdma_tx.c), under tx_mutex unless noted. */
+	/*
+	 * Transmit (trdma_tx.c), under tx_mutex unless noted.  A transmitter
+	 * that finds tx_mutex taken sets tx_again and leaves: whoever holds
+	 * the mutex transmits again (or kicks tx_work) once it lets go, so no
+	 * one waits on the mutex to transmit.
+	 */
 	struct mutex tx_mutex;		/* see above */
+	atomic_t tx_again;		/* lock-free */
 	struct work_struct tx_work;
 	struct trdma_swqe_info *swi;	/* indexed like swq; under lock */
 	u32 sq_tx;			/* next WQE to transmit; under lock */
@@ -545,6 +551,8 @@ struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
 /* trdma_tx.c */
 void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_now(struct trdma_qp *qp);
+void trdma_tx_unlock(struct trdma_qp *qp);
+void trdma_tx_sync(struct trdma_qp *qp);
 void trdma_tx_rnr_work(struct work_struct *work);
 void trdma_tx_work(struct work_struct *work);
 

@@ -146,7 +146,7 @@ void trdma_cm_set_timeout(struct trdma_qp *qp)
 	mutex_lock(&qp->tx_mutex);
 	if (qp->sock)
 		trdma_cm_apply_timeout(qp, qp->sock);
-	mutex_unlock(&qp->tx_mutex);
+	trdma_tx_unlock(qp);
 }
 
 /*
@@ -275,7 +275,7 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	spin_lock_irqsave(&qp->lock, flags);
 	qp->sock = sock;
 	spin_unlock_irqrestore(&qp->lock, flags);
-	mutex_unlock(&qp->tx_mutex);
+	trdma_tx_unlock(qp);
 
 	trdma_count(qp->tdev, TRDMA_CNT_CONNECTIONS, 1);
 	ibdev_dbg(qp->ibqp.device, "QP %u connected to QP %u\n",
@@ -304,7 +304,7 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	sock = qp->sock;
 	qp->sock = NULL;
 	spin_unlock_irqrestore(&qp->lock, flags);
-	mutex_unlock(&qp->tx_mutex);
+	trdma_tx_unlock(qp);
 	if (!sock)
 		goto out;
 

@@ -630,7 +630,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	 */
 	if (READ_ONCE(qp->state) == IB_QPS_RTR ||
 	    READ_ONCE(qp->state) == IB_QPS_RTS)
-		trdma_tx_work(&qp->tx_work);
+		trdma_tx_sync(qp);
 
 	mutex_lock(&qp->state_mutex);
 	spin_lock_irqsave(&qp->lock, flags);

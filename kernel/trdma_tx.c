@@ -508,15 +508,63 @@ static void trdma_tx_failed(struct trdma_qp *qp, int rv)
 	}
 }
 
-void trdma_tx_work(struct work_struct *work)
+/*
+ * Transmits unless another transmitter holds tx_mutex; that one then
+ * transmits again for us (tx_again), so nobody sleeps or spins on the
+ * mutex to send.  Process context, no locks held.
+ */
+static void trdma_tx_try(struct trdma_qp *qp)
 {
-	struct trdma_qp *qp = container_of(work, struct trdma_qp, tx_work);
+	int rv;
+
+	atomic_set(&qp->tx_again, 1);
+	/* tx_again is set before trylock looks; pairs with the one below. */
+	smp_mb();
+	do {
+		if (!mutex_trylock(&qp->tx_mutex))
+			return;
+		atomic_set(&qp->tx_again, 0);
+		rv = trdma_tx_run(qp);
+		mutex_unlock(&qp->tx_mutex);
+		trdma_tx_failed(qp, rv);
+		/* Unlocked before tx_again is read; pairs with the one above. */
+		smp_mb();
+		/* Set since we cleared it: someone left its turn to us. */
+	} while (atomic_read(&qp->tx_again));
+}
+
+/*
+ * Releases tx_mutex taken for something other than transmitting (attach,
+ * detach, a timeout change): a transmitter that found it taken meanwhile
+ * left its turn to us, and the worker takes it.
+ */
+void trdma_tx_unlock(struct trdma_qp *qp)
+{
+	mutex_unlock(&qp->tx_mutex);
+	/* Unlocked before tx_again is read; pairs with trdma_tx_try(). */
+	smp_mb();
+	if (atomic_read(&qp->tx_again))
+		trdma_tx_kick(qp);
+}
+
+/*
+ * Transmits what there is now, waiting for another transmitter if need
+ * be (destroy_qp: the ACKs owed go out before the QP errs).  Process
+ * context.
+ */
+void trdma_tx_sync(struct trdma_qp *qp)
+{
 	int rv;
 
 	mutex_lock(&qp->tx_mutex);
 	rv = trdma_tx_run(qp);
-	mutex_unlock(&qp->tx_mutex);
+	trdma_tx_unlock(qp);
 	trdma_tx_failed(qp, rv);
+}
+
+void trdma_tx_work(struct work_struct *work)
+{
+	trdma_tx_try(container_of(work, struct trdma_qp, tx_work));
 }
 
 /*
@@ -529,13 +577,5 @@ void trdma_tx_work(struct work_struct *work)
  */
 void trdma_tx_now(struct trdma_qp *qp)
 {
-	int rv;
-
-	if (!mutex_trylock(&qp->tx_mutex)) {
-		trdma_tx_kick(qp);
-		return;
-	}
-	rv = trdma_tx_run(qp);
-	mutex_unlock(&qp->tx_mutex);
-	trdma_tx_failed(qp, rv);
+	trdma_tx_try(qp);
 }
