@@ -656,7 +656,14 @@ int trdma_cm_init(void)
 	trdma_listen->sk->sk_data_ready = trdma_listen_data_ready;
 	write_unlock_bh(&trdma_listen->sk->sk_callback_lock);
 
-	rv = kernel_listen(trdma_listen, 128);
+	/*
+	 * Every QP pair that reaches RTR at once connects at once (an MPI
+	 * job, a test with 1,024 QPs): a full accept queue makes the kernel
+	 * drop the handshake's last ACK, the connecting side sends its hello
+	 * into a connection the listener has not accepted yet, and times out
+	 * waiting for the answer.  As deep as net.core.somaxconn allows.
+	 */
+	rv = kernel_listen(trdma_listen, SOMAXCONN);
 	if (rv)
 		goto err_sock;
 	return 0;
