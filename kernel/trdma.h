@@ -507,6 +507,7 @@ int trdma_cq_post(struct trdma_cq *cq, const struct trdma_cqe *cqe,
 
 /* trdma_qp.c */
 void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event);
+void trdma_qp_wr_error(struct trdma_qp *qp);
 void trdma_qp_rx_stopped(struct trdma_qp *qp);
 void trdma_qp_timed_out(struct trdma_qp *qp);
 void trdma_qp_peer_closed(struct trdma_qp *qp);

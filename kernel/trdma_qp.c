@@ -42,17 +42,25 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
 	}
 }
 
-void trdma_complete(struct trdma_qp *qp, struct ib_cq *ibcq, u64 wr_id,
-		    enum ib_wc_opcode opcode, enum ib_wc_status status)
+static void trdma_complete_len(struct trdma_qp *qp, struct ib_cq *ibcq,
+			       u64 wr_id, enum ib_wc_opcode opcode,
+			       enum ib_wc_status status, u32 byte_len)
 {
 	struct trdma_cqe cqe = {
 		.wr_id = wr_id,
 		.status = status,
 		.opcode = opcode,
+		.byte_len = byte_len,
 		.qp_num = qp->ibqp.qp_num,
 	};
 
 	trdma_cq_post(to_tcq(ibcq), &cqe, false);
+}
+
+void trdma_complete(struct trdma_qp *qp, struct ib_cq *ibcq, u64 wr_id,
+		    enum ib_wc_opcode opcode, enum ib_wc_status status)
+{
+	trdma_complete_len(qp, ibcq, wr_id, opcode, status, 0);
 }
 
 /*
@@ -130,10 +138,18 @@ void trdma_sq_retire(struct trdma_qp *qp)
 		 * copy stays ours while we hold qp->lock.
 		 */
 		smp_store_release(&qp->sq.ctrl->cons, qp->sq_retire);
+		/*
+		 * byte_len as rxe and mlx5 report it: the message length, 8
+		 * for an atomic (ibv_poll_cq defines it for receives only).
+		 */
 		if (sqe->flags & TRDMA_WQE_SIGNALED || qp->sq_sig_all)
-			trdma_complete(qp, qp->ibqp.send_cq, sqe->wr_id,
-				       trdma_wc_opcode(sqe->opcode),
-				       IB_WC_SUCCESS);
+			trdma_complete_len(qp, qp->ibqp.send_cq, sqe->wr_id,
+					   trdma_wc_opcode(sqe->opcode),
+					   IB_WC_SUCCESS,
+					   trdma_wc_opcode(sqe->opcode) ==
+					   IB_WC_COMP_SWAP ||
+					   trdma_wc_opcode(sqe->opcode) ==
+					   IB_WC_FETCH_ADD ? 8 : swi->len);
 	}
 }
 
@@ -235,6 +251,21 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 		trdma_count(qp->tdev, TRDMA_CNT_QP_FATAL, 1);
 	if (qp->ibqp.event_handler)
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+}
+
+/*
+ * A remote error ended the QP's oldest WQE (a NAK, RNR retries run out):
+ * its completion tells the application, and as on IB no affiliated event
+ * is raised.  The QP goes to ERR, its connection closes.  Any context.
+ */
+void trdma_qp_wr_error(struct trdma_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	trdma_qp_to_error(qp);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	trdma_qp_close(qp);
 }
 
 /*

@@ -356,7 +356,7 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 
 	if (st != IB_WC_SUCCESS) {
 		trdma_count(qp->tdev, TRDMA_CNT_REMOTE_ERRORS, 1);
-		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+		trdma_qp_wr_error(qp);
 	}
 }
 
