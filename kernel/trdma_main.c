@@ -273,6 +273,20 @@ static const struct attribute_group trdma_attr_group = {
 	.attrs = trdma_dev_attributes,
 };
 
+/*
+ * The device goes away (rdma link delete, the netdev unregistering, rmmod)
+ * while processes still use it.  Offering this op lets the core destroy
+ * their objects now (each QP flushes its work into its CQ first), raise
+ * IB_EVENT_DEVICE_FATAL and fail their later commands with EIO, instead of
+ * waiting for them to close the device.  Nothing is left to undo here: the
+ * rings stay mapped in the process (the pages live until it unmaps them),
+ * so the flush completions can still be polled, and the kernel no longer
+ * looks at them.
+ */
+static void trdma_disassociate_ucontext(struct ib_ucontext *uctx)
+{
+}
+
 static void trdma_dealloc_driver(struct ib_device *ibdev)
 {
 	struct trdma_dev *tdev = to_tdev(ibdev);
@@ -304,6 +318,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.dealloc_pd = trdma_dealloc_pd,
 	.dealloc_ucontext = trdma_dealloc_ucontext,
 	.dereg_mr = trdma_dereg_mr,
+	.disassociate_ucontext = trdma_disassociate_ucontext,
 	.destroy_ah = trdma_destroy_ah,
 	.destroy_cq = trdma_destroy_cq,
 	.destroy_qp = trdma_destroy_qp,
