@@ -494,8 +494,13 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		return TRDMA_RX_PROTO;
 
 	if (rx->rnr_wait && (trdma_op_is_send(op) || trdma_op_is_write(op) ||
-			     op == TRDMA_OP_READ_REQUEST)) {
-		/* Requests are dropped until the refused one comes again. */
+			     op == TRDMA_OP_READ_REQUEST ||
+			     op == TRDMA_OP_COMPARE_SWAP ||
+			     op == TRDMA_OP_FETCH_ADD)) {
+		/*
+		 * Requests, atomics included, are dropped until the refused
+		 * one comes again: the requester sends them all again.
+		 */
 		if ((trdma_op_first(op) || op == TRDMA_OP_READ_REQUEST) &&
 		    msn == rx->rnr_msn) {
 			rx->rnr_wait = false;
