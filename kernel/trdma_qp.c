@@ -142,14 +142,14 @@ void trdma_sq_retire(struct trdma_qp *qp)
 		 * byte_len as rxe and mlx5 report it: the message length, 8
 		 * for an atomic (ibv_poll_cq defines it for receives only).
 		 */
-		if (sqe->flags & TRDMA_WQE_SIGNALED || qp->sq_sig_all)
-			trdma_complete_len(qp, qp->ibqp.send_cq, sqe->wr_id,
-					   trdma_wc_opcode(sqe->opcode),
+		if (sqe->flags & TRDMA_WQE_SIGNALED || qp->sq_sig_all) {
+			enum ib_wc_opcode op = trdma_wc_opcode(sqe->opcode);
+
+			trdma_complete_len(qp, qp->ibqp.send_cq, sqe->wr_id, op,
 					   IB_WC_SUCCESS,
-					   trdma_wc_opcode(sqe->opcode) ==
-					   IB_WC_COMP_SWAP ||
-					   trdma_wc_opcode(sqe->opcode) ==
-					   IB_WC_FETCH_ADD ? 8 : swi->len);
+					   op == IB_WC_COMP_SWAP ||
+					   op == IB_WC_FETCH_ADD ? 8 : swi->len);
+		}
 	}
 }
 

@@ -29,14 +29,6 @@ using namespace trdma_lab;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-long Ms(Clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                               since)
-      .count();
-}
-
 // FNV-1a over four numbers: per-WR seeds, lengths and immediates.
 uint32_t Mix(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   uint32_t h = 2166136261u;

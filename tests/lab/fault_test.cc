@@ -52,14 +52,6 @@ using namespace trdma_lab;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-long Ms(Clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                               since)
-      .count();
-}
-
 void SleepMs(long ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }

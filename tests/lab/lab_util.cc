@@ -58,7 +58,6 @@ Context OpenDevice(const std::string &name) {
 }
 
 bool WaitAsyncEvent(ibv_context *ctx, ibv_event_type type, int timeout_ms) {
-  using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   int fl = fcntl(ctx->async_fd, F_GETFL);
   fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);

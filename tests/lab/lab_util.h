@@ -5,10 +5,21 @@
 
 #include <infiniband/verbs.h>
 
+#include <chrono>
+
 #include <memory>
 #include <string>
 
 namespace trdma_lab {
+
+using Clock = std::chrono::steady_clock;
+
+// Milliseconds since a time point.
+inline long Ms(Clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
+                                                               since)
+      .count();
+}
 
 // Name of the trdma device under test ($TRDMA_DEV, default "trdma0").
 std::string DevName();
