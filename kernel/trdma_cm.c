@@ -331,17 +331,88 @@ void trdma_cm_detach(struct trdma_qp *qp)
 	mutex_unlock(&qp->state_mutex);
 }
 
+#define TRDMA_SELF_ATTEMPTS 3
+
+/*
+ * One attempt of the active side: a socket from src to dst, the hellos
+ * exchanged.  On success *sockp is the connected socket; on failure it is
+ * released.  -ECANCELED when the QP left RTR/RTS before the attempt began.
+ */
+static int trdma_cm_dial(struct trdma_qp *qp, int family,
+			 struct sockaddr_storage *src,
+			 struct sockaddr_storage *dst, int len, bool self,
+			 struct trdma_hello *hello, struct trdma_hello *reply,
+			 struct socket **sockp)
+{
+	struct msghdr msg = {};
+	struct socket *sock;
+	struct kvec iov;
+	int rv;
+
+	*sockp = NULL;
+	rv = sock_create_kern(&init_net, family, SOCK_STREAM, IPPROTO_TCP,
+			      &sock);
+	if (rv)
+		return rv;
+	trdma_cm_tune(qp->tdev, sock);
+	sock->sk->sk_sndtimeo = trdma_accept_timeout * HZ;
+	sock->sk->sk_rcvtimeo = (trdma_accept_timeout + 5) * HZ;
+
+	/* Destroy moves the QP to ERR first, then shuts down connecting. */
+	mutex_lock(&qp->state_mutex);
+	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS)
+		rv = -ECANCELED;
+	else
+		qp->connecting = sock;
+	mutex_unlock(&qp->state_mutex);
+	if (rv)
+		goto out;
+
+	rv = kernel_bind(sock, (struct sockaddr *)src, len);
+	if (!rv && self)
+		rv = trdma_cm_self_port(sock, dst);
+	if (!rv)
+		rv = kernel_connect(sock, (struct sockaddr *)dst, len, 0);
+	if (!rv) {
+		trdma_hello_init(hello, qp, TRDMA_HELLO_REQ);
+		hello->start_msn = cpu_to_be32(qp->attr.rq_psn);
+		rv = trdma_send_all(sock, hello, sizeof(*hello));
+	}
+	if (!rv) {
+		iov.iov_base = reply;
+		iov.iov_len = sizeof(*reply);
+		rv = kernel_recvmsg(sock, &msg, &iov, 1, sizeof(*reply),
+				    MSG_WAITALL);
+		rv = rv == sizeof(*reply) ? 0 : (rv < 0 ? rv : -ECONNRESET);
+	}
+	if (!rv && (reply->magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
+		    reply->type != (self ? TRDMA_HELLO_REQ :
+					   TRDMA_HELLO_ACCEPT) ||
+		    reply->src_qpn != hello->dst_qpn))
+		rv = reply->type == TRDMA_HELLO_REJECT ? -ECONNREFUSED :
+							 -EPROTO;
+	if (rv) {
+		mutex_lock(&qp->state_mutex);
+		qp->connecting = NULL;
+		mutex_unlock(&qp->state_mutex);
+	}
+out:
+	if (rv)
+		sock_release(sock);
+	else
+		*sockp = sock;
+	return rv;
+}
+
 void trdma_cm_connect_work(struct work_struct *work)
 {
 	struct trdma_qp *qp = container_of(work, struct trdma_qp, connect_work);
 	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
 	struct sockaddr_storage src = {}, dst = {};
 	struct trdma_hello hello, reply;
-	struct msghdr msg = {};
 	bool self = trdma_cm_is_self(qp);
+	int family, len, attempt, rv;
 	struct socket *sock;
-	struct kvec iov;
-	int family, len, rv;
 
 	if (ipv6_addr_v4mapped((struct in6_addr *)grh->dgid.raw)) {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
@@ -371,47 +442,30 @@ void trdma_cm_connect_work(struct work_struct *work)
 		}
 	}
 
-	rv = sock_create_kern(&init_net, family, SOCK_STREAM, IPPROTO_TCP,
-			      &sock);
+	/*
+	 * A connection to itself can lose its simultaneous open to a SYN
+	 * still in flight from an earlier socket on the same port (a QP
+	 * destroyed while connecting to itself): that attempt ends with
+	 * the socket closed; a fresh socket gets another port.
+	 */
+	for (attempt = 0;; attempt++) {
+		rv = trdma_cm_dial(qp, family, &src, &dst, len, self, &hello,
+				   &reply, &sock);
+		if (!rv || rv == -ECANCELED || !self ||
+		    attempt + 1 >= TRDMA_SELF_ATTEMPTS)
+			break;
+		ibdev_dbg(qp->ibqp.device, "QP %u: connect to itself: %d, again\n",
+			  qp->ibqp.qp_num, rv);
+	}
 	if (rv)
 		goto fail;
-	trdma_cm_tune(qp->tdev, sock);
-	sock->sk->sk_sndtimeo = trdma_accept_timeout * HZ;
-	sock->sk->sk_rcvtimeo = (trdma_accept_timeout + 5) * HZ;
-
-	mutex_lock(&qp->state_mutex);
-	qp->connecting = sock;
-	mutex_unlock(&qp->state_mutex);
-
-	rv = kernel_bind(sock, (struct sockaddr *)&src, len);
-	if (!rv && self)
-		rv = trdma_cm_self_port(sock, &dst);
-	if (!rv)
-		rv = kernel_connect(sock, (struct sockaddr *)&dst, len, 0);
-	if (!rv) {
-		trdma_hello_init(&hello, qp, TRDMA_HELLO_REQ);
-		hello.start_msn = cpu_to_be32(qp->attr.rq_psn);
-		rv = trdma_send_all(sock, &hello, sizeof(hello));
-	}
-	if (!rv) {
-		iov.iov_base = &reply;
-		iov.iov_len = sizeof(reply);
-		rv = kernel_recvmsg(sock, &msg, &iov, 1, sizeof(reply),
-				    MSG_WAITALL);
-		rv = rv == sizeof(reply) ? 0 : (rv < 0 ? rv : -ECONNRESET);
-	}
-	if (!rv && (reply.magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
-		    reply.type != (self ? TRDMA_HELLO_REQ : TRDMA_HELLO_ACCEPT) ||
-		    reply.src_qpn != hello.dst_qpn))
-		rv = reply.type == TRDMA_HELLO_REJECT ? -ECONNREFUSED :
-							-EPROTO;
 
 	mutex_lock(&qp->state_mutex);
 	qp->connecting = NULL;
-	if (!rv && (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS)) {
+	if (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS) {
 		trdma_cm_attach(qp, sock, &reply);
 		sock = NULL;
-	} else if (!rv) {
+	} else {
 		rv = -ECANCELED;
 	}
 	mutex_unlock(&qp->state_mutex);
