@@ -7,6 +7,7 @@
 #ifndef _TRDMA_H
 #define _TRDMA_H
 
+#include <linux/hrtimer.h>
 #include <linux/list.h>
 #include <linux/netdevice.h>
 #include <linux/spinlock.h>
@@ -72,6 +73,7 @@ enum trdma_counter {
 	TRDMA_CNT_RX_SEGMENTS,
 	TRDMA_CNT_RX_BYTES,
 	TRDMA_CNT_ACKS_SENT,
+	TRDMA_CNT_ACKS_CARRIED,
 	TRDMA_CNT_NAKS_SENT,
 	TRDMA_CNT_RNR_NAKS_SENT,
 	TRDMA_CNT_RNR_RETRIES,
@@ -413,6 +415,13 @@ struct trdma_qp {
 	u8 ack_syndrome;
 	u32 ack_msn;
 	/*
+	 * An owed ACK held for a request to carry (trdma_tx_ack_soon): when
+	 * the last request went out (jiffies; lock-free), and the timer that
+	 * sends the ACK alone if none does.
+	 */
+	unsigned long last_req_tx;
+	struct hrtimer ack_timer;
+	/*
 	 * One slot more than the READs a peer may have outstanding: over
 	 * loopback the next request can arrive while the last response is
 	 * still being handed to TCP.
@@ -552,6 +561,9 @@ struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
 /* trdma_tx.c */
 void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_now(struct trdma_qp *qp);
+void trdma_tx_answered(struct trdma_qp *qp);
+void trdma_tx_ack_soon(struct trdma_qp *qp);
+enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t);
 void trdma_tx_unlock(struct trdma_qp *qp);
 void trdma_tx_sync(struct trdma_qp *qp);
 void trdma_tx_rnr_work(struct work_struct *work);

@@ -474,9 +474,15 @@ void trdma_cm_connect_work(struct work_struct *work)
 	if (!rv)
 		goto out;
 fail:
-	ibdev_dbg(qp->ibqp.device, "QP %u: connect to QP %u failed: %d\n",
-		  qp->ibqp.qp_num, qp->attr.dest_qp_num, rv);
-	if (rv != -ECANCELED) {
+	if (rv == -ECANCELED) {
+		ibdev_dbg(qp->ibqp.device, "QP %u: connect to QP %u: %d\n",
+			  qp->ibqp.qp_num, qp->attr.dest_qp_num, rv);
+	} else {
+		/* Why a QP went to error: worth a line in the log. */
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: connect to QP %u failed: %d\n",
+				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
+				       rv);
 		trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 	}

@@ -573,6 +573,9 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	INIT_WORK(&qp->fatal_work, trdma_qp_fatal_work);
 	INIT_DELAYED_WORK(&qp->peer_gone_work, trdma_qp_peer_gone_work);
 	INIT_DELAYED_WORK(&qp->rnr_work, trdma_tx_rnr_work);
+	hrtimer_init(&qp->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	qp->ack_timer.function = trdma_tx_ack_timer;
+	qp->last_req_tx = jiffies - HZ;
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->is_user = !!udata;
@@ -677,6 +680,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	/* Detached: no callback arms it again; in ERR it does nothing. */
 	cancel_delayed_work_sync(&qp->peer_gone_work);
 	cancel_delayed_work_sync(&qp->rnr_work);
+	hrtimer_cancel(&qp->ack_timer);
 	cancel_work_sync(&qp->tx_work);
 	trdma_qp_put(qp);
 	wait_for_completion(&qp->freed);

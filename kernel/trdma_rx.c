@@ -351,6 +351,7 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 			qp->rnr_left = qp->attr.rnr_retry;
 		}
 	}
+	trdma_tx_answered(qp);
 	trdma_sq_retire(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
 
@@ -492,6 +493,12 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 	rx->left = h->length;
 	if (h->dest_qpn != qp->ibqp.qp_num)
 		return TRDMA_RX_PROTO;
+	/*
+	 * The peer's ACK of our requests, riding along with a request of
+	 * its own: it was sent before that request, take it in first.
+	 */
+	if (h->flags & TRDMA_BTH_AETH)
+		trdma_rx_acked(qp, h->aeth_msn, TRDMA_AETH_ACK);
 
 	if (rx->rnr_wait && (trdma_op_is_send(op) || trdma_op_is_write(op) ||
 			     op == TRDMA_OP_READ_REQUEST ||
@@ -872,7 +879,7 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			rx->hdr_got += n;
 			done += n;
 			if (rx->hdr_got == sizeof(struct trdma_bth)) {
-				rx->hdr_len = trdma_hdr_len(rx->hdr[0]);
+				rx->hdr_len = trdma_hdr_len(rx->hdr[0], rx->hdr[1]);
 				if (!rx->hdr_len) {
 					e = TRDMA_RX_PROTO;
 					break;
@@ -949,7 +956,7 @@ void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 	ack = qp->ack_pending;
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (ack)
-		trdma_tx_kick(qp);
+		trdma_tx_ack_soon(qp);
 }
 
 void trdma_rx_data_ready(struct sock *sk)

@@ -23,6 +23,46 @@ void trdma_tx_kick(struct trdma_qp *qp)
 	queue_work(trdma_wq, &qp->tx_work);
 }
 
+static uint trdma_ack_delay_us = 50;
+module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
+MODULE_PARM_DESC(ack_delay_us,
+		 "us an ACK may wait for a request to carry it, on QPs that send requests too (50; 0: never)");
+
+/*
+ * The receive path owes the peer an ACK.  A QP that sent a request of its
+ * own lately (both sides talk: a ping-pong, a bidirectional stream) holds
+ * a plain ACK up to ack_delay_us: the next request carries it in its
+ * header (TRDMA_BTH_AETH), which saves a TCP segment each way and waking
+ * the worker.  Otherwise, or for a NAK, the worker sends it now.  Any
+ * context.
+ */
+void trdma_tx_ack_soon(struct trdma_qp *qp)
+{
+	u32 delay = READ_ONCE(trdma_ack_delay_us);
+	unsigned long flags;
+	bool plain;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	plain = qp->ack_pending && qp->ack_syndrome == TRDMA_AETH_ACK &&
+		!qp->close_after_nak;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (!delay || !plain ||
+	    time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
+		trdma_tx_kick(qp);
+		return;
+	}
+	if (!hrtimer_active(&qp->ack_timer))
+		hrtimer_start(&qp->ack_timer, ns_to_ktime(delay * NSEC_PER_USEC),
+			      HRTIMER_MODE_REL_SOFT);
+}
+
+/* No request carried the held ACK in time: send it alone. */
+enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t)
+{
+	trdma_tx_kick(container_of(t, struct trdma_qp, ack_timer));
+	return HRTIMER_NORESTART;
+}
+
 static bool trdma_is_atomic(u8 opcode)
 {
 	return opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
@@ -150,6 +190,112 @@ static void trdma_seg_hdr(struct trdma_tx_seg *seg, u8 op, u8 flags, u32 qpn,
 }
 
 /*
+ * Puts the next segment of the send queue into qp->seg, with the AETH
+ * aeth carried along when not NULL.  Returns false when no request may go
+ * now.  Under qp->lock and tx_mutex.
+ */
+static bool trdma_tx_req_seg(struct trdma_qp *qp,
+			     const struct trdma_aeth *aeth)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	u32 dqpn = qp->attr.dest_qp_num;
+	u8 carry = aeth ? TRDMA_BTH_AETH : 0;
+	struct trdma_swqe_info *swi;
+	struct trdma_sqe *sqe;
+	bool first;
+	u32 idx;
+
+	if (qp->rnr_rewind && qp->state == IB_QPS_RTS)
+		trdma_tx_rewind(qp);
+	if (qp->state != IB_QPS_RTS || qp->sq_tx == qp->sq_intake ||
+	    time_before(jiffies, qp->rnr_until))
+		return false;
+	idx = qp->sq_tx;
+	sqe = trdma_swq_slot(qp, idx);
+	swi = &qp->swi[idx & (qp->sq.num_slots - 1)];
+	first = !swi->msn_set;
+	if (first) {
+		u32 max_rd = min_t(u32, qp->attr.max_rd_atomic,
+				   qp->peer_rd_atomic);
+
+		if (trdma_is_read(sqe->opcode) && qp->rd_outstanding >= max_rd)
+			return false;
+		if (sqe->flags & TRDMA_WQE_FENCE && qp->rd_outstanding)
+			return false;
+		swi->msn = qp->tx_msn++;
+		swi->msn_set = true;
+		qp->tx_wqe_off = 0;
+		if (trdma_is_read(sqe->opcode))
+			qp->rd_outstanding++;
+	}
+
+	seg->kind = TRDMA_SEG_WQE;
+	seg->wqe = idx;
+	seg->msg_off = qp->tx_wqe_off;
+	if (trdma_is_atomic(sqe->opcode)) {
+		struct trdma_atomic_eth ateth = {
+			.va = cpu_to_be64(sqe->remote_addr),
+			.rkey = cpu_to_be32(sqe->rkey),
+			.swap_add = cpu_to_be64(sqe->opcode ==
+						IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ?
+						sqe->swap : sqe->compare_add),
+			.compare = cpu_to_be64(sqe->compare_add),
+		};
+
+		seg->len = 0;
+		seg->last = true;
+		trdma_seg_hdr(seg, sqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ?
+			      TRDMA_OP_COMPARE_SWAP : TRDMA_OP_FETCH_ADD,
+			      TRDMA_BTH_ACKREQ | carry, dqpn, swi->msn, NULL, NULL,
+			      NULL);
+		/* AtomicETH, then the AETH carried along. */
+		memcpy(seg->hdr + seg->hdr_len, &ateth, sizeof(ateth));
+		seg->hdr_len += sizeof(ateth);
+		if (aeth) {
+			memcpy(seg->hdr + seg->hdr_len, aeth, sizeof(*aeth));
+			seg->hdr_len += sizeof(*aeth);
+		}
+	} else if (trdma_is_read(sqe->opcode)) {
+		struct trdma_reth reth = {
+			.va = cpu_to_be64(sqe->remote_addr),
+			.rkey = cpu_to_be32(sqe->rkey),
+			.dma_len = cpu_to_be32(swi->len),
+		};
+
+		seg->len = 0;
+		seg->last = true;
+		trdma_seg_hdr(seg, TRDMA_OP_READ_REQUEST,
+			      TRDMA_BTH_ACKREQ | carry, dqpn, swi->msn, &reth, aeth,
+			      NULL);
+	} else {
+		struct trdma_reth reth = {
+			.va = cpu_to_be64(sqe->remote_addr),
+			.rkey = cpu_to_be32(sqe->rkey),
+			.dma_len = cpu_to_be32(swi->len),
+		};
+		__be32 imm = (__force __be32)sqe->imm_data;
+		u8 bflags = carry, op;
+
+		seg->len = min_t(u32, swi->len - seg->msg_off, TRDMA_MAX_SEG);
+		seg->last = seg->msg_off + seg->len == swi->len;
+		first = seg->msg_off == 0;
+		op = trdma_req_opcode(sqe->opcode, first, seg->last);
+		if (seg->last) {
+			if (sqe->flags & TRDMA_WQE_SOLICITED)
+				bflags |= TRDMA_BTH_SE;
+			bflags |= TRDMA_BTH_ACKREQ;
+		}
+		trdma_seg_hdr(seg, op, bflags, dqpn, swi->msn,
+			      trdma_is_write(sqe->opcode) && first ? &reth :
+								     NULL,
+			      aeth,
+			      trdma_has_imm(sqe->opcode) && seg->last ? &imm :
+									NULL);
+	}
+	return true;
+}
+
+/*
  * Picks the next segment to put on the wire into qp->seg.  Returns false
  * when there is nothing to send now.  Under tx_mutex.
  */
@@ -157,11 +303,8 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
 	u32 dqpn = qp->attr.dest_qp_num;
-	struct trdma_swqe_info *swi;
-	struct trdma_sqe *sqe;
 	unsigned long flags;
 	bool first, ok = true;
-	u32 idx;
 
 	spin_lock_irqsave(&qp->lock, flags);
 	/* In ERR only a last NAK still goes out. */
@@ -177,7 +320,20 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 			.msn = cpu_to_be32(qp->ack_msn),
 		};
 
+		/*
+		 * A plain ACK rides along with a request that goes out now
+		 * (READ responses first, as they would go before it).
+		 */
+		if (qp->ack_syndrome == TRDMA_AETH_ACK &&
+		    !qp->close_after_nak && qp->rd_head == qp->rd_tail &&
+		    trdma_tx_req_seg(qp, &aeth)) {
+			qp->ack_pending = false;
+			/* Held for this: nothing for the timer to send. */
+			hrtimer_try_to_cancel(&qp->ack_timer);
+			goto out;
+		}
 		qp->ack_pending = false;
+		hrtimer_try_to_cancel(&qp->ack_timer);
 		seg->kind = TRDMA_SEG_CTRL;
 		seg->len = 0;
 		seg->msg_off = 0;
@@ -229,92 +385,7 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 		goto out;
 	}
 
-	if (qp->rnr_rewind && qp->state == IB_QPS_RTS)
-		trdma_tx_rewind(qp);
-	if (qp->state != IB_QPS_RTS || qp->sq_tx == qp->sq_intake ||
-	    time_before(jiffies, qp->rnr_until)) {
-		ok = false;
-		goto out;
-	}
-	idx = qp->sq_tx;
-	sqe = trdma_swq_slot(qp, idx);
-	swi = &qp->swi[idx & (qp->sq.num_slots - 1)];
-	first = !swi->msn_set;
-	if (first) {
-		u32 max_rd = min_t(u32, qp->attr.max_rd_atomic,
-				   qp->peer_rd_atomic);
-
-		if (trdma_is_read(sqe->opcode) && qp->rd_outstanding >= max_rd) {
-			ok = false;
-			goto out;
-		}
-		if (sqe->flags & TRDMA_WQE_FENCE && qp->rd_outstanding) {
-			ok = false;
-			goto out;
-		}
-		swi->msn = qp->tx_msn++;
-		swi->msn_set = true;
-		qp->tx_wqe_off = 0;
-		if (trdma_is_read(sqe->opcode))
-			qp->rd_outstanding++;
-	}
-
-	seg->kind = TRDMA_SEG_WQE;
-	seg->wqe = idx;
-	seg->msg_off = qp->tx_wqe_off;
-	if (trdma_is_atomic(sqe->opcode)) {
-		struct trdma_atomic_eth aeth = {
-			.va = cpu_to_be64(sqe->remote_addr),
-			.rkey = cpu_to_be32(sqe->rkey),
-			.swap_add = cpu_to_be64(sqe->opcode ==
-						IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ?
-						sqe->swap : sqe->compare_add),
-			.compare = cpu_to_be64(sqe->compare_add),
-		};
-
-		seg->len = 0;
-		seg->last = true;
-		trdma_seg_hdr(seg, sqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ?
-			      TRDMA_OP_COMPARE_SWAP : TRDMA_OP_FETCH_ADD,
-			      TRDMA_BTH_ACKREQ, dqpn, swi->msn, NULL, NULL, NULL);
-		memcpy(seg->hdr + seg->hdr_len, &aeth, sizeof(aeth));
-		seg->hdr_len += sizeof(aeth);
-	} else if (trdma_is_read(sqe->opcode)) {
-		struct trdma_reth reth = {
-			.va = cpu_to_be64(sqe->remote_addr),
-			.rkey = cpu_to_be32(sqe->rkey),
-			.dma_len = cpu_to_be32(swi->len),
-		};
-
-		seg->len = 0;
-		seg->last = true;
-		trdma_seg_hdr(seg, TRDMA_OP_READ_REQUEST, TRDMA_BTH_ACKREQ,
-			      dqpn, swi->msn, &reth, NULL, NULL);
-	} else {
-		struct trdma_reth reth = {
-			.va = cpu_to_be64(sqe->remote_addr),
-			.rkey = cpu_to_be32(sqe->rkey),
-			.dma_len = cpu_to_be32(swi->len),
-		};
-		__be32 imm = (__force __be32)sqe->imm_data;
-		u8 bflags = 0, op;
-
-		seg->len = min_t(u32, swi->len - seg->msg_off, TRDMA_MAX_SEG);
-		seg->last = seg->msg_off + seg->len == swi->len;
-		first = seg->msg_off == 0;
-		op = trdma_req_opcode(sqe->opcode, first, seg->last);
-		if (seg->last) {
-			if (sqe->flags & TRDMA_WQE_SOLICITED)
-				bflags |= TRDMA_BTH_SE;
-			bflags |= TRDMA_BTH_ACKREQ;
-		}
-		trdma_seg_hdr(seg, op, bflags, dqpn, swi->msn,
-			      trdma_is_write(sqe->opcode) && first ? &reth :
-								     NULL,
-			      NULL,
-			      trdma_has_imm(sqe->opcode) && seg->last ? &imm :
-									NULL);
-	}
+	ok = trdma_tx_req_seg(qp, NULL);
 out:
 	if (!ok)
 		seg->kind = TRDMA_SEG_NONE;
@@ -432,6 +503,8 @@ static void trdma_tx_count(struct trdma_qp *qp)
 
 	trdma_count(tdev, TRDMA_CNT_TX_SEGMENTS, 1);
 	trdma_count(tdev, TRDMA_CNT_TX_BYTES, qp->seg.hdr_len + qp->seg.len);
+	if (bth->flags & TRDMA_BTH_AETH)
+		trdma_count(tdev, TRDMA_CNT_ACKS_CARRIED, 1);
 	if (bth->opcode == TRDMA_OP_ACK) {
 		const struct trdma_aeth *aeth = (void *)(bth + 1);
 
@@ -442,6 +515,30 @@ static void trdma_tx_count(struct trdma_qp *qp)
 	}
 }
 
+/*
+ * The answer to the WQE whose last segment is being pushed arrived before
+ * the transmitter did its bookkeeping (the peer on another CPU, or over
+ * loopback): the peer has every byte of it, so the transmitter reads that
+ * WQE no more.  Move sq_tx past it so it retires now, in order with what
+ * the peer sent after the answer: a send completion that showed after the
+ * receive completion of the reply it caused confuses applications that
+ * wait for one event per completion (perftest -e) and, with a CQ of one
+ * slot, overflows it.  Under qp->lock.
+ */
+void trdma_tx_answered(struct trdma_qp *qp)
+{
+	const struct trdma_tx_seg *seg = &qp->seg;
+
+	lockdep_assert_held(&qp->lock);
+	if (qp->sq_tx != qp->sq_intake && seg->kind == TRDMA_SEG_WQE &&
+	    seg->wqe == qp->sq_tx && seg->last &&
+	    qp->swi[qp->sq_tx & (qp->sq.num_slots - 1)].done) {
+		/* trdma_tx_seg_done() finds sq_tx moved and leaves it. */
+		qp->sq_tx++;
+		qp->tx_wqe_off = 0;
+	}
+}
+
 /* Bookkeeping once the current segment is entirely on the wire. */
 static void trdma_tx_seg_done(struct trdma_qp *qp)
 {
@@ -449,6 +546,8 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
+	if (seg->kind == TRDMA_SEG_WQE)
+		WRITE_ONCE(qp->last_req_tx, jiffies);
 	if (seg->kind == TRDMA_SEG_WQE && qp->sq_tx == seg->wqe) {
 		qp->tx_wqe_off += seg->len;
 		if (seg->last) {

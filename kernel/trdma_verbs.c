@@ -61,6 +61,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_RX_SEGMENTS].name = "rx_segments",
 	[TRDMA_CNT_RX_BYTES].name = "rx_bytes",
 	[TRDMA_CNT_ACKS_SENT].name = "acks_sent",
+	[TRDMA_CNT_ACKS_CARRIED].name = "acks_carried",
 	[TRDMA_CNT_NAKS_SENT].name = "naks_sent",
 	[TRDMA_CNT_RNR_NAKS_SENT].name = "rnr_naks_sent",
 	[TRDMA_CNT_RNR_RETRIES].name = "rnr_retries",

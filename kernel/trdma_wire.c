@@ -59,10 +59,33 @@ u32 trdma_wire_ext(u8 opcode)
 	return ext < 0 ? 0 : ext;
 }
 
-/* Header sizes by opcode; 0 for an opcode trdma does not accept. */
-u32 trdma_hdr_len(u8 opcode)
+/* Whether an opcode is a request's, which may carry TRDMA_BTH_AETH. */
+static bool trdma_wire_is_request(u8 opcode)
+{
+	return opcode <= TRDMA_OP_READ_REQUEST ||
+	       opcode == TRDMA_OP_COMPARE_SWAP || opcode == TRDMA_OP_FETCH_ADD;
+}
+
+/*
+ * The extension headers of a segment with these BTH opcode and flags, -1
+ * if the opcode is unknown or the flags ask for an AETH it cannot carry.
+ */
+static int trdma_wire_ext_flags(u8 opcode, u8 flags)
 {
 	int ext = trdma_wire_ext_of(opcode);
+
+	if (ext < 0 || !(flags & TRDMA_BTH_AETH))
+		return ext;
+	return trdma_wire_is_request(opcode) ? ext | TRDMA_EXT_AETH : -1;
+}
+
+/*
+ * Header size of a segment by its BTH opcode and flags (the BTH's first two
+ * bytes); 0 for a header trdma does not accept.
+ */
+u32 trdma_hdr_len(u8 opcode, u8 flags)
+{
+	int ext = trdma_wire_ext_flags(opcode, flags);
 	u32 len = sizeof(struct trdma_bth);
 
 	if (ext < 0)
@@ -127,13 +150,15 @@ enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,
 		return TRDMA_WIRE_SHORT;
 	memcpy(&bth, p, sizeof(bth));
 	p += sizeof(bth);
-	ext = trdma_wire_ext_of(bth.opcode);
-	if (ext < 0)
+	if (trdma_wire_ext_of(bth.opcode) < 0)
 		return TRDMA_WIRE_OPCODE;
+	ext = trdma_wire_ext_flags(bth.opcode, bth.flags);
+	if (ext < 0)
+		return TRDMA_WIRE_AETH;
 	h->opcode = bth.opcode;
 	h->flags = bth.flags;
 	h->ext = ext;
-	h->hdr_len = trdma_hdr_len(bth.opcode);
+	h->hdr_len = trdma_hdr_len(bth.opcode, bth.flags);
 	h->dest_qpn = be32_to_cpu(bth.dest_qpn);
 	h->msn = be32_to_cpu(bth.msn);
 	h->offset = be32_to_cpu(bth.offset);
@@ -141,7 +166,8 @@ enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,
 	if (len < h->hdr_len)
 		return TRDMA_WIRE_SHORT;
 
-	if (bth.reserved || bth.flags & ~(TRDMA_BTH_SE | TRDMA_BTH_ACKREQ))
+	if (bth.reserved ||
+	    bth.flags & ~(TRDMA_BTH_SE | TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH))
 		return TRDMA_WIRE_RESERVED;
 	if (h->dest_qpn > 0xffffff)
 		return TRDMA_WIRE_QPN;
@@ -185,6 +211,9 @@ enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,
 			return TRDMA_WIRE_RESERVED;
 		h->syndrome = aeth.syndrome;
 		h->aeth_msn = be32_to_cpu(aeth.msn);
+		/* A NAK never rides along with a request. */
+		if (bth.flags & TRDMA_BTH_AETH && h->syndrome != TRDMA_AETH_ACK)
+			return TRDMA_WIRE_AETH;
 	}
 	if (ext & TRDMA_EXT_ATOMIC_ACK) {
 		struct trdma_atomic_ack_eth ack;

@@ -38,6 +38,7 @@ enum trdma_wire_err {
 	TRDMA_WIRE_LENGTH,	/* over TRDMA_MAX_SEG, or past a RETH's length */
 	TRDMA_WIRE_PAYLOAD,	/* payload on an opcode that carries none */
 	TRDMA_WIRE_OFFSET,	/* a message's first segment not at offset 0 */
+	TRDMA_WIRE_AETH,	/* TRDMA_BTH_AETH off a request, or not an ACK */
 };
 
 /*
@@ -46,7 +47,7 @@ enum trdma_wire_err {
  */
 struct trdma_wire_hdr {
 	u8 opcode;		/* enum trdma_opcode */
-	u8 flags;		/* TRDMA_BTH_SE, TRDMA_BTH_ACKREQ */
+	u8 flags;		/* TRDMA_BTH_* */
 	u8 ext;			/* TRDMA_EXT_* */
 	u8 syndrome;		/* AETH */
 	u32 hdr_len;		/* BTH and extension headers, in bytes */
@@ -65,7 +66,7 @@ struct trdma_wire_hdr {
 };
 
 u32 trdma_wire_ext(u8 opcode);
-u32 trdma_hdr_len(u8 opcode);
+u32 trdma_hdr_len(u8 opcode, u8 flags);
 bool trdma_wire_has_payload(u8 opcode);
 bool trdma_wire_starts_msg(u8 opcode);
 enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,

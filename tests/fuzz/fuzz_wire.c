@@ -49,10 +49,14 @@ static enum trdma_wire_err check_one(const u8 *buf, size_t len,
 		CHECK(e == TRDMA_WIRE_SHORT);
 		return e;
 	}
-	hl = trdma_hdr_len(buf[0]);
+	hl = trdma_hdr_len(buf[0], buf[1]);
 	CHECK(hl == 0 || (hl >= sizeof(struct trdma_bth) &&
 			  hl <= TRDMA_MAX_HDR));
-	CHECK((hl == 0) == (e == TRDMA_WIRE_OPCODE));
+	/* No length: an unknown opcode, or an AETH flag off a request. */
+	if (hl == 0)
+		CHECK(e == TRDMA_WIRE_OPCODE || e == TRDMA_WIRE_AETH);
+	if (e == TRDMA_WIRE_OPCODE)
+		CHECK(hl == 0);
 	if (hl && len < hl)
 		CHECK(e == TRDMA_WIRE_SHORT);
 	if (e != TRDMA_WIRE_OK)
@@ -60,8 +64,13 @@ static enum trdma_wire_err check_one(const u8 *buf, size_t len,
 
 	CHECK(h->opcode == buf[0]);
 	CHECK(h->hdr_len == hl);
-	CHECK(h->ext == trdma_wire_ext(h->opcode));
-	CHECK(!(h->flags & ~(TRDMA_BTH_SE | TRDMA_BTH_ACKREQ)));
+	CHECK(h->ext == (trdma_wire_ext(h->opcode) |
+			 (h->flags & TRDMA_BTH_AETH ? TRDMA_EXT_AETH : 0)));
+	CHECK(!(h->flags &
+		~(TRDMA_BTH_SE | TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH)));
+	/* A request carries a plain ACK only. */
+	if (h->flags & TRDMA_BTH_AETH)
+		CHECK(h->syndrome == TRDMA_AETH_ACK);
 	CHECK(h->dest_qpn <= 0xffffff);
 	CHECK(h->length <= TRDMA_MAX_SEG);
 	CHECK(!h->length || trdma_wire_has_payload(h->opcode));
@@ -109,8 +118,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_one(buf, size, &h);
 
 	/* Every prefix shorter than the header: never valid, never read past. */
-	if (size >= sizeof(struct trdma_bth) && trdma_hdr_len(buf[0])) {
-		size_t n, hl = trdma_hdr_len(buf[0]);
+	if (size >= sizeof(struct trdma_bth) && trdma_hdr_len(buf[0], buf[1])) {
+		size_t n, hl = trdma_hdr_len(buf[0], buf[1]);
 
 		for (n = 0; n < hl && n <= size; n++) {
 			u8 *pre = dup_exact(buf, n);

@@ -159,6 +159,23 @@ static void wire_seeds(void)
 	h = hdr(TRDMA_OP_FETCH_ADD, 0, 0);
 	h.flags = TRDMA_BTH_ACKREQ;
 	wire("ok-fetch-add", &h);
+	/* Requests carrying an ACK (TRDMA_BTH_AETH). */
+	h = hdr(TRDMA_OP_SEND_ONLY, 0, 64);
+	h.flags = TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH;
+	h.aeth_msn = 0x00abcd00;
+	wire("ok-send-only-carried-ack", &h);
+	h = hdr(TRDMA_OP_WRITE_ONLY_IMM, 0, 32);
+	h.flags = TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH;
+	h.aeth_msn = 0x00abcd00;
+	wire("ok-write-only-imm-carried-ack", &h);
+	h = hdr(TRDMA_OP_COMPARE_SWAP, 0, 0);
+	h.flags = TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH;
+	h.aeth_msn = 0x00abcd00;
+	wire("ok-compare-swap-carried-ack", &h);
+	h.syndrome = TRDMA_AETH_NAK_REM_ACCESS;
+	wire("bad-carried-nak", &h);
+	h = hdr(TRDMA_OP_ACK, 0, 0);
+	wire_poke("bad-aeth-flag-on-ack", &h, 1, TRDMA_BTH_AETH);
 
 	h = hdr(TRDMA_OP_SEND_ONLY, 0, 64);
 	wire_poke("bad-opcode-0x15", &h, 0, 0x15);

@@ -15,9 +15,16 @@ struct op_info {
 	bool payload;		/* SEND, WRITE, READ response */
 	bool first;		/* not a MIDDLE or LAST segment */
 	u8 reth, atomic, aeth, ack, imm;	/* bytes of each header */
+	bool bad_aeth;		/* flag 0x20 on an opcode that is no request */
 };
 
-static struct op_info op_info(u8 op)
+/* A request opcode: SEND, WRITE, READ request, atomics. */
+static bool op_request(u8 op)
+{
+	return op <= 0x0c || op == 0x13 || op == 0x14;
+}
+
+static struct op_info op_info(u8 op, u8 flags)
 {
 	struct op_info i = { .known = op <= 0x14 };
 
@@ -36,6 +43,13 @@ static struct op_info op_info(u8 op)
 		i.ack = 8;
 	if (op == 0x03 || op == 0x05 || op == 0x09 || op == 0x0b)
 		i.imm = 4;
+	/* Flag 0x20: a request carrying an AETH after its RETH/AtomicETH. */
+	if (flags & 0x20) {
+		if (op_request(op))
+			i.aeth = 8;
+		else
+			i.bad_aeth = true;
+	}
 	return i;
 }
 
@@ -65,10 +79,10 @@ static void put64(u8 *p, u64 v)
 
 u32 trdma_model_build(const struct trdma_wire_hdr *h, u8 *buf)
 {
-	struct op_info i = op_info(h->opcode);
+	struct op_info i = op_info(h->opcode, h->flags);
 	u8 *p = buf + 20;
 
-	if (!i.known)
+	if (!i.known || i.bad_aeth)
 		return 0;
 	memset(buf, 0, TRDMA_MAX_HDR);
 	buf[0] = h->opcode;
@@ -122,12 +136,14 @@ enum trdma_wire_err trdma_model_hdr_verdict(const u8 *buf, size_t len)
 
 	if (len < 20)
 		return TRDMA_WIRE_SHORT;
-	i = op_info(buf[0]);
+	i = op_info(buf[0], buf[1]);
 	if (!i.known)
 		return TRDMA_WIRE_OPCODE;
+	if (i.bad_aeth)
+		return TRDMA_WIRE_AETH;
 	if (len < info_len(&i))
 		return TRDMA_WIRE_SHORT;
-	if ((buf[1] & 0x3f) || buf[2] || buf[3])
+	if ((buf[1] & 0x1f) || buf[2] || buf[3])
 		return TRDMA_WIRE_RESERVED;
 	if (buf[4])
 		return TRDMA_WIRE_QPN;
@@ -143,8 +159,12 @@ enum trdma_wire_err trdma_model_hdr_verdict(const u8 *buf, size_t len)
 		return TRDMA_WIRE_LENGTH;
 	if (i.atomic && !all_zero(ext + 12, 4))
 		return TRDMA_WIRE_RESERVED;
+	ext += i.reth + i.atomic;
 	if (i.aeth && !all_zero(ext + 1, 3))
 		return TRDMA_WIRE_RESERVED;
+	/* A request carries a plain ACK only. */
+	if ((buf[1] & 0x20) && ext[0])
+		return TRDMA_WIRE_AETH;
 	return TRDMA_WIRE_OK;
 }
 

@@ -103,9 +103,66 @@ TEST(WireHeader, LengthByOpcodeIsTheTableOfWireMd)
 	for (unsigned op = 0; op <= 0xff; op++) {
 		std::uint32_t w = op <= kLastOp ? want[op] : 0;
 
-		EXPECT_EQ(trdma_hdr_len(op), w) << "opcode " << op;
-		EXPECT_LE(trdma_hdr_len(op), TRDMA_MAX_HDR);
+		EXPECT_EQ(trdma_hdr_len(op, 0), w) << "opcode " << op;
+		EXPECT_LE(trdma_hdr_len(op, 0), TRDMA_MAX_HDR);
+		// A request may carry an AETH (8 more bytes); nothing else.
+		bool req = op <= TRDMA_OP_READ_REQUEST ||
+			   op == TRDMA_OP_COMPARE_SWAP ||
+			   op == TRDMA_OP_FETCH_ADD;
+		EXPECT_EQ(trdma_hdr_len(op, TRDMA_BTH_AETH), req ? w + 8 : 0)
+			<< "opcode " << op;
+		EXPECT_LE(trdma_hdr_len(op, TRDMA_BTH_AETH), TRDMA_MAX_HDR);
 	}
+}
+
+TEST(WireHeader, RequestCarriesAnAck)
+{
+	// SEND ONLY with an ACK riding along: BTH, AETH, by hand.
+	const Bytes b = {
+		0x04, 0x60, 0x00, 0x00,  0x00, 0x00, 0x00, 0x21,
+		0x00, 0x00, 0x00, 0x05,  0x00, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x08,
+		0x00, 0x00, 0x00, 0x00,  0x00, 0x00, 0x01, 0x07,
+	};
+	trdma_wire_hdr h;
+
+	ASSERT_EQ(Parse(b, &h), TRDMA_WIRE_OK);
+	EXPECT_EQ(h.opcode, TRDMA_OP_SEND_ONLY);
+	EXPECT_EQ(h.flags, TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH);
+	EXPECT_EQ(h.ext, TRDMA_EXT_AETH);
+	EXPECT_EQ(h.hdr_len, 28u);
+	EXPECT_EQ(h.length, 8u);
+	EXPECT_EQ(h.syndrome, TRDMA_AETH_ACK);
+	EXPECT_EQ(h.aeth_msn, 0x107u);
+
+	// FETCH ADD: AtomicETH first, then the AETH.
+	trdma_wire_hdr f = Hdr(TRDMA_OP_FETCH_ADD), d;
+	f.flags = TRDMA_BTH_AETH;
+	f.ext = TRDMA_EXT_ATOMIC | TRDMA_EXT_AETH;
+	f.hdr_len = 60;
+	f.aeth_msn = 0x99;
+	Bytes fb = Build(f);
+	ASSERT_EQ(fb.size(), 60u);
+	EXPECT_EQ(fb[59], 0x99);
+	ASSERT_EQ(Parse(fb, &d), TRDMA_WIRE_OK);
+	EXPECT_TRUE(trdma_model_hdr_equal(&f, &d));
+
+	// Only a plain ACK rides along; a NAK goes in an ACK segment.
+	Bytes nak = b;
+	nak[20] = TRDMA_AETH_NAK_REM_ACCESS;
+	EXPECT_EQ(Parse(nak), TRDMA_WIRE_AETH);
+	// The flag on what is not a request: refused, whatever follows.
+	for (unsigned op : {TRDMA_OP_READ_RESPONSE_ONLY, TRDMA_OP_ACK,
+			    TRDMA_OP_ATOMIC_ACK}) {
+		Bytes r = Build(Hdr(op));
+		r[1] = TRDMA_BTH_AETH;
+		r.resize(TRDMA_MAX_HDR, 0);
+		EXPECT_EQ(Parse(r), TRDMA_WIRE_AETH) << "opcode " << op;
+	}
+	// Every byte short of the carried AETH is short.
+	for (size_t n = 20; n < b.size(); n++)
+		EXPECT_EQ(Parse(Bytes(b.begin(), b.begin() + n)),
+			  TRDMA_WIRE_SHORT) << n;
 }
 
 TEST(WireHeader, DecodesKnownBytes)
@@ -180,10 +237,10 @@ TEST(WireHeader, EveryOpcodeRoundTrips)
 		trdma_wire_hdr h = Hdr(op, start ? 0 : 65536, pay ? 100 : 0), d;
 		h.flags = TRDMA_BTH_SE | TRDMA_BTH_ACKREQ;
 		h.ext = trdma_wire_ext(op);
-		h.hdr_len = trdma_hdr_len(op);
+		h.hdr_len = trdma_hdr_len(op, h.flags);
 		Bytes b = Build(h);
 
-		ASSERT_EQ(b.size(), trdma_hdr_len(op)) << "opcode " << op;
+		ASSERT_EQ(b.size(), trdma_hdr_len(op, h.flags)) << "opcode " << op;
 		ASSERT_EQ(Parse(b, &d), TRDMA_WIRE_OK) << "opcode " << op;
 		EXPECT_TRUE(trdma_model_hdr_equal(&h, &d)) << "opcode " << op;
 		// Bytes after the header (payload) are not the header's.
@@ -249,7 +306,10 @@ TEST(WireHeader, ReservedFieldsAndFlags)
 
 		b[1] = 1u << bit;
 		bool ok = b[1] == TRDMA_BTH_SE || b[1] == TRDMA_BTH_ACKREQ;
-		EXPECT_EQ(Parse(b), ok ? TRDMA_WIRE_OK : TRDMA_WIRE_RESERVED)
+		// The AETH flag makes the header 8 bytes longer: too short.
+		EXPECT_EQ(Parse(b), ok ? TRDMA_WIRE_OK :
+				    b[1] == TRDMA_BTH_AETH ? TRDMA_WIRE_SHORT :
+							     TRDMA_WIRE_RESERVED)
 			<< "flag " << bit;
 	}
 	for (int at : {2, 3}) {

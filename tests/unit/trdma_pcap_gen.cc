@@ -351,6 +351,7 @@ public:
 		f["trdma.bth.flags"] = hex8(flags);
 		f["trdma.bth.se"] = boolean(flags & TRDMA_BTH_SE);
 		f["trdma.bth.ackreq"] = boolean(flags & TRDMA_BTH_ACKREQ);
+		f["trdma.bth.aeth"] = boolean(flags & TRDMA_BTH_AETH);
 		f["trdma.bth.dest_qpn"] = dec(p->qpn);
 		f["trdma.bth.msn"] = dec(msn);
 		f["trdma.bth.offset"] = dec(offset);
@@ -785,7 +786,39 @@ void conn_main(Capture &cap)
 		k.segment(s, TRDMA_OP_ATOMIC_ACK, 0, 106, 0, e, {}, p);
 		k.send(s, {36});
 	}
-	k.ack(c);
+
+	/* Requests carrying ACKs both ways (TRDMA_BTH_AETH): a WRITE_ONLY,
+	 * a SEND_ONLY back with the ACK of the WRITE (RETH, then AETH), a
+	 * SEND_ONLY with the ACK of that. */
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		reth(e, *p, 0x00007f0000003000ull, 0x0badf00d, 16);
+		k.segment(c, TRDMA_OP_WRITE_ONLY, AR, 107, 0, e,
+			  pattern(107, 0, 16), p);
+		k.send(c, {20 + 16 + 16});
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 107);
+		k.segment(s, TRDMA_OP_SEND_ONLY, AR | TRDMA_BTH_AETH, 500, 0, e,
+			  pattern(500, 0, 32), p);
+		k.send(s, {20 + 8 + 32});
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		reth(e, *p, 0x00007f0000003010ull, 0x0badf00d, 8);
+		aeth(e, *p, TRDMA_AETH_ACK, 500);
+		k.segment(c, TRDMA_OP_WRITE_ONLY, AR | TRDMA_BTH_AETH, 108, 0,
+			  e, pattern(108, 0, 8), p);
+		k.send(c, {20 + 16 + 8 + 8});
+	}
+	k.ack(s);
 	k.close();
 }
 
@@ -871,6 +904,7 @@ const char *const kFields[] = {
 	"trdma.bth.flags",
 	"trdma.bth.se",
 	"trdma.bth.ackreq",
+	"trdma.bth.aeth",
 	"trdma.bth.dest_qpn",
 	"trdma.bth.msn",
 	"trdma.bth.offset",

@@ -28,7 +28,7 @@
 --             have to go back to TCP's handle, and Lua cannot pass on the
 --             TCP header that handle needs for Fast Open cookies.)
 
-local WIRE_VERSION = 1
+local WIRE_VERSION = 2
 local DEFAULT_PORT = 4791
 local HELLO_MAGIC = 0x5452444d          -- "TRDM"
 local HELLO_LEN = 64
@@ -74,7 +74,7 @@ local opcodes = {
 }
 
 -- The extension headers of each opcode, as trdma_hdr_len() in
--- kernel/trdma_tx.c has them.  reth and atomic are exclusive.
+-- kernel/trdma_wire.c has them.  reth and atomic are exclusive.
 local R, A, K, I = "reth", "aeth", "atomicack", "immdt"
 local ext_headers = {
     [0x00] = {}, [0x01] = {}, [0x02] = {}, [0x03] = { I },
@@ -89,10 +89,33 @@ local ext_headers = {
 }
 local ext_len = { reth = 16, atomic = 32, aeth = 8, atomicack = 8, immdt = 4 }
 
--- The header length of an opcode: BTH plus its extension headers, or nil
--- for an unknown opcode.
-local function hdr_len(opcode)
+local BTH_AETH = 0x20     -- a request carrying an AETH (TRDMA_BTH_AETH)
+
+-- A request's opcode: SEND, WRITE, READ request, atomics.
+local function is_request(opcode)
+    return opcode <= 0x0c or opcode == 0x13 or opcode == 0x14
+end
+
+-- The extension headers of a segment by its BTH opcode and flags, or nil
+-- for an unknown opcode or an AETH flag on what is not a request.  A
+-- request with the flag carries an AETH after its RETH or AtomicETH.
+local function exts_of(opcode, flags)
     local exts = ext_headers[opcode]
+    if not exts or bit32.band(flags, BTH_AETH) == 0 then return exts end
+    if not is_request(opcode) then return nil end
+    local out = {}
+    for _, e in ipairs(exts) do
+        if e == I then table.insert(out, A) end
+        table.insert(out, e)
+    end
+    if #out == #exts then table.insert(out, A) end
+    return out
+end
+
+-- The header length of a segment: BTH plus its extension headers, or nil
+-- when exts_of() knows none.
+local function hdr_len(opcode, flags)
+    local exts = exts_of(opcode, flags)
     if not exts then return nil end
     local len = BTH_LEN
     for _, e in ipairs(exts) do len = len + ext_len[e] end
@@ -165,8 +188,10 @@ local pf = {
     bth_se = ProtoField.bool("trdma.bth.se", "Solicited event", 8, nil, 0x80),
     bth_ackreq = ProtoField.bool("trdma.bth.ackreq", "Acknowledge request",
                                  8, nil, 0x40),
+    bth_aeth = ProtoField.bool("trdma.bth.aeth", "Carries an AETH", 8, nil,
+                               0x20),
     bth_flags_reserved = ProtoField.uint8("trdma.bth.flags_reserved",
-                                          "Reserved", base.HEX, nil, 0x3f),
+                                          "Reserved", base.HEX, nil, 0x1f),
     bth_reserved = ProtoField.uint16("trdma.bth.reserved", "Reserved",
                                      base.HEX),
     bth_qpn_reserved = ProtoField.uint8("trdma.bth.qpn_reserved", "Reserved",
@@ -224,6 +249,13 @@ local ef = {
         "Unknown opcode: the segment's length is unknown, the rest of this "
         .. "direction is not decoded", expert.group.MALFORMED,
         expert.severity.ERROR),
+    aeth_flag = ProtoExpert.new("trdma.bth.aeth_not_request",
+        "AETH flag on a segment that is not a request: its length is "
+        .. "unknown, the rest of this direction is not decoded",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    carried_nak = ProtoExpert.new("trdma.aeth.carried_nak",
+        "A NAK carried by a request (only an ACK may ride along)",
+        expert.group.MALFORMED, expert.severity.ERROR),
     too_long = ProtoExpert.new("trdma.too_long",
         "Segment payload longer than 64 KiB: the rest of this direction is "
         .. "not decoded", expert.group.MALFORMED, expert.severity.ERROR),
@@ -300,7 +332,7 @@ end
 -- trusted, takes the rest of the TCP data; dissect_pdu() flags it.
 local function get_pdu_len(tvb, pinfo, offset)
     if is_hello(tvb, offset) then return HELLO_LEN end
-    local hlen = hdr_len(tvb(offset, 1):uint())
+    local hlen = hdr_len(tvb(offset, 1):uint(), tvb(offset + 1, 1):uint())
     local length = tvb(offset + 16, 4):uint()
     if not hlen or length > MAX_SEG then
         return tvb:reported_length_remaining(offset)
@@ -404,8 +436,9 @@ local function dissect_bth(tvb, tree, opcode)
     local flags = t:add(pf.bth_flags, tvb(1, 1))
     flags:add(pf.bth_se, tvb(1, 1))
     flags:add(pf.bth_ackreq, tvb(1, 1))
+    flags:add(pf.bth_aeth, tvb(1, 1))
     local fr = flags:add(pf.bth_flags_reserved, tvb(1, 1))
-    if bit32.band(tvb(1, 1):uint(), 0x3f) ~= 0 then
+    if bit32.band(tvb(1, 1):uint(), 0x1f) ~= 0 then
         fr:add_proto_expert_info(ef.reserved)
     end
     local r = t:add(pf.bth_reserved, tvb(2, 2))
@@ -437,16 +470,20 @@ local function dissect_pdu(tvb, pinfo, tree)
     end
 
     local opcode = tvb(0, 1):uint()
+    local flags = tvb(1, 1):uint()
     local text, op_item, len_item = dissect_bth(tvb, t, opcode)
-    local hlen = hdr_len(opcode)
+    local hlen = hdr_len(opcode, flags)
     local length = tvb(16, 4):uint()
     if not hlen or length > MAX_SEG then
         -- Where this segment ends is unknown, and so is where the next one
         -- starts: give up on this direction of the stream, as the
         -- receiver does (it closes the connection).
-        if not hlen then
+        if not ext_headers[opcode] then
             op_item:add_proto_expert_info(ef.unknown_opcode)
             text = string.format("Unknown opcode 0x%02x", opcode)
+        elseif not hlen then
+            op_item:add_proto_expert_info(ef.aeth_flag)
+            text = string.format("AETH flag on %s", opcodes[opcode])
         else
             len_item:add_proto_expert_info(ef.too_long)
         end
@@ -466,7 +503,10 @@ local function dissect_pdu(tvb, pinfo, tree)
     end
 
     local o = BTH_LEN
-    for _, e in ipairs(ext_headers[opcode]) do
+    for _, e in ipairs(exts_of(opcode, flags)) do
+        if e == A and is_request(opcode) and tvb(o, 1):uint() ~= 0 then
+            t:add_proto_expert_info(ef.carried_nak)
+        end
         text = text .. ext_dissectors[e](tvb, o, t)
         o = o + ext_len[e]
     end

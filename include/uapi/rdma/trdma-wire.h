@@ -16,7 +16,7 @@
 
 #include <linux/types.h>
 
-#define TRDMA_WIRE_VERSION	1
+#define TRDMA_WIRE_VERSION	2
 #define TRDMA_DEFAULT_PORT	4791
 #define TRDMA_HELLO_MAGIC	0x5452444dU	/* "TRDM" */
 
@@ -72,6 +72,14 @@ enum trdma_opcode {
 /* trdma_bth.flags */
 #define TRDMA_BTH_SE		0x80	/* solicited event */
 #define TRDMA_BTH_ACKREQ	0x40	/* acknowledge this message promptly */
+/*
+ * A request segment (SEND, WRITE, READ request, atomic) that carries an
+ * AETH, after its RETH or AtomicETH: the sender's acknowledgment of the
+ * receiver's requests riding along with a request of its own, as an ACK
+ * segment's would (syndrome TRDMA_AETH_ACK only; a NAK always travels in
+ * an ACK segment of its own).  Saves a segment when both sides send.
+ */
+#define TRDMA_BTH_AETH		0x20
 
 /*
  * Base transport header, at the start of every segment.  msn numbers the
@@ -97,7 +105,10 @@ struct trdma_reth {
 	__be32 dma_len;		/* whole message length */
 };
 
-/* ACK extended transport header: ACK, READ response FIRST/LAST/ONLY. */
+/*
+ * ACK extended transport header: ACK, READ response FIRST/LAST/ONLY, and
+ * requests with TRDMA_BTH_AETH.
+ */
 struct trdma_aeth {
 	__u8 syndrome;		/* enum trdma_syndrome */
 	__u8 reserved[3];
