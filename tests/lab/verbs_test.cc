@@ -124,13 +124,33 @@ class VerbsTest : public ::testing::Test {
     return ibv_modify_qp(qp, &a, kRtrMask);
   }
 
+  // To RTR towards peer; PSNs as a requester from ToRts() expects them.
+  int ToRtrTowards(ibv_qp *qp, ibv_qp *peer) {
+    ibv_qp_attr a = RtrAttr(qp);
+    a.dest_qp_num = peer->qp_num;
+    a.rq_psn = 0x654321;
+    return ibv_modify_qp(qp, &a, kRtrMask);
+  }
+
+  // qp in RTS connected to a peer that stays in RTR with no receive
+  // posted: every SEND of qp is refused with RNR NAKs and retried without
+  // limit (rnr_retry 7), so what qp posts stays outstanding.  (A QP
+  // connected to itself refuses its own SENDs, its sq_psn not being its
+  // rq_psn, and fails: its WRs would complete early, flushed.)
+  int ToRtsTowardsSilentPeer(ibv_qp *qp) {
+    ibv_qp *peer = CreateQp();
+    if (!peer || ToInit(peer) || ToRtrTowards(peer, qp)) return -1;
+    if (ToRtrTowards(qp, peer)) return -1;
+    return ToRts(qp);
+  }
+
   int ToRts(ibv_qp *qp) {
     ibv_qp_attr a = {};
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
-    a.sq_psn = 0x123456;  // = rq_psn: the QP talks to itself
+    a.sq_psn = 0x654321;
     a.max_rd_atomic = 4;
     return ibv_modify_qp(qp, &a,
                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -505,7 +525,7 @@ TEST_F(VerbsTest, StateMachineAndQueryQp) {
   EXPECT_EQ(a.path_mtu, IBV_MTU_1024);
   EXPECT_EQ(a.dest_qp_num, qp->qp_num);
   EXPECT_EQ(a.rq_psn, 0x123456u);
-  EXPECT_EQ(a.sq_psn, 0x123456u);
+  EXPECT_EQ(a.sq_psn, 0x654321u);
   EXPECT_EQ(a.max_dest_rd_atomic, 4);
   EXPECT_EQ(a.max_rd_atomic, 4);
   EXPECT_EQ(a.min_rnr_timer, 12);
@@ -547,8 +567,8 @@ TEST_F(VerbsTest, PostSendChecksSgesInlineAndRoom) {
   ibv_qp *qp = CreateQp(4, 4, 2, 32);
   ASSERT_NE(qp, nullptr);
   ASSERT_EQ(ToInit(qp), 0);
-  ASSERT_EQ(ToRtr(qp), 0);
-  ASSERT_EQ(ToRts(qp), 0);
+  // Nothing posted may complete before the queue is full.
+  ASSERT_EQ(ToRtsTowardsSilentPeer(qp), 0);
   ibv_qp_attr a;
   ibv_qp_init_attr ia;
   ASSERT_EQ(ibv_query_qp(qp, &a, IBV_QP_CAP, &ia), 0);
@@ -632,8 +652,8 @@ TEST_F(VerbsTest, DestroyFlushesOutstandingWork) {
   ASSERT_NE(qp, nullptr);
   ASSERT_EQ(ToInit(qp), 0);
   ASSERT_EQ(PostRecv(qp, 7), 0);
-  ASSERT_EQ(ToRtr(qp), 0);
-  ASSERT_EQ(ToRts(qp), 0);
+  // The SEND is refused (RNR) and retried until the QP goes.
+  ASSERT_EQ(ToRtsTowardsSilentPeer(qp), 0);
   ASSERT_EQ(PostSend(qp, 8), 0);
   Destroy(qp);
   auto wcs = Poll(2);
