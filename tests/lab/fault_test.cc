@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -1868,6 +1869,163 @@ TEST_F(FaultTest, DeviceRemovedUnderTraffic) {
   eng.ExpectBalanced();
 }
 
+// What removing a device under traffic did (RemoveUnderTraffic).
+struct Removal {
+  std::optional<int> rc;  // the removing command's exit status
+  long cmd_ms = -1, fatal_ms = -1;
+  size_t outstanding = 0;  // WRs in flight when it started
+  uint64_t ok_since = 0;   // completed successfully after that
+  Stats st;
+  int destroy_failures = -1;
+  int post_after = 0;  // ibv_post_send's return once the device is gone
+};
+
+// Runs every opcode on two QP pairs of the device dev for 1.5 s, stops
+// posting (no WR races the removal: what is outstanding is in flight) and
+// runs cmd, which removes the device; polls until cmd returned, the
+// process got IBV_EVENT_DEVICE_FATAL and every WR came back, then destroys
+// every object.  (DeviceRemovedUnderTraffic does the same for `rdma link
+// delete`.)
+Removal RemoveUnderTraffic(const std::string &dev, const std::string &cmd) {
+  Removal r;
+  Context ctx = OpenDevice(dev);
+  EXPECT_TRUE(ctx) << "no device " << dev;
+  if (!ctx) return r;
+  Engine eng(ctx.get(), {});
+  EXPECT_TRUE(eng.ok());
+  if (!eng.ok()) return r;
+  eng.RunFor(1500);
+  EXPECT_GT(eng.stats().success, 0u);
+  eng.set_posting(false);
+  r.outstanding = eng.Outstanding();
+  const uint64_t ok_before = eng.stats().success;
+  auto t0 = Clock::now();
+  pid_t pid = Spawn(cmd);
+  EXPECT_GT(pid, 0);
+  if (pid <= 0) return r;
+  while (Ms(t0) < 20000 &&
+         (!r.rc || !eng.stats().device_fatal || eng.Outstanding())) {
+    eng.Step();
+    if (!r.rc && (r.rc = Reap(pid))) r.cmd_ms = Ms(t0);
+    if (r.fatal_ms < 0 && eng.stats().device_fatal) r.fatal_ms = Ms(t0);
+  }
+  if (!r.rc) {
+    // Hung: leave it to the lab's timeout rather than block here.
+    kill(pid, SIGKILL);
+  }
+  r.ok_since = eng.stats().success - ok_before;
+  r.st = eng.stats();
+  std::cout << cmd << ": rc " << (r.rc ? *r.rc : -999) << " after "
+            << r.cmd_ms << " ms; DEVICE_FATAL after " << r.fatal_ms
+            << " ms; " << r.outstanding << " WRs outstanding at the start, "
+            << r.ok_since << " completed ok since, "
+            << eng.Outstanding() << " never came back\n"
+            << eng.Summary() << "\n";
+  EXPECT_EQ(eng.Outstanding(), 0u) << "WRs lost with the device";
+  if (!eng.eps().empty() && eng.eps()[0]->qp) {
+    ibv_send_wr wr = {}, *bad;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    r.post_after = ibv_post_send(eng.eps()[0]->qp, &wr, &bad);
+  }
+  r.destroy_failures = eng.DestroyAll();
+  return r;
+}
+
+// Checks what every removal must have done.
+void ExpectCleanRemoval(const Removal &r) {
+  ASSERT_TRUE(r.rc.has_value()) << "the removal hangs";
+  EXPECT_LT(r.cmd_ms, 10000);
+  EXPECT_GT(r.outstanding, 0u);
+  EXPECT_EQ(r.st.device_fatal, 1u);
+  EXPECT_EQ(r.st.errors, 0u) << "completions other than success or flush";
+  EXPECT_EQ(r.st.bad, 0u) << "wrong data, or a WR completed twice";
+  EXPECT_EQ(r.st.posted, r.st.success + r.st.errors + r.st.flushed);
+  EXPECT_NE(r.post_after, 0) << "a post succeeded on a removed device";
+  EXPECT_EQ(r.destroy_failures, 0) << "destroy after disassociation failed";
+}
+
+// A fresh context on the lab's device carries traffic without a failure.
+void ExpectTrafficWorks() {
+  Context ctx = OpenDevice(DevName());
+  ASSERT_TRUE(ctx);
+  auto t0 = Clock::now();
+  while (PortState(ctx.get()) != IBV_PORT_ACTIVE && Ms(t0) < 5000)
+    SleepMs(50);
+  ASSERT_EQ(PortState(ctx.get()), IBV_PORT_ACTIVE);
+  Engine eng(ctx.get(), {});
+  ASSERT_TRUE(eng.ok());
+  eng.RunFor(500);
+  ASSERT_TRUE(eng.Finish(10000));
+  EXPECT_GT(eng.stats().success, 0u);
+  eng.ExpectNoFailure();
+  eng.ExpectBalanced();
+}
+
+// The netdev under a device is unregistered (`ip link del`) while two QP
+// pairs carry every opcode: the device goes away, the process gets
+// IBV_EVENT_DEVICE_FATAL, every outstanding WR completes once (success or
+// flush, data exact), every object can still be destroyed, nothing hangs.
+// The lab's own device is untouched and still works.
+TEST_F(FaultTest, NetdevUnregisteredUnderTraffic) {
+  const std::string nd = "trdma-fx0", dev = "trdmafx";
+  Sh("ip link del " + nd + " 2>/dev/null");
+  ASSERT_EQ(Sh("ip link add " + nd + " type dummy && ip addr add "
+               "10.99.7.1/24 dev " + nd + " && ip link set " + nd + " up"),
+            0);
+  ASSERT_EQ(Sh("rdma link add " + dev + " type trdma netdev " + nd), 0);
+  // The IPv4 GID appears once the address is in the table.
+  auto t0 = Clock::now();
+  while (Ms(t0) < 5000) {
+    Context c = OpenDevice(dev);
+    ibv_gid g;
+    if (c && RoceV2Gid(c.get(), &g) >= 0) break;
+    SleepMs(100);
+  }
+  Removal r = RemoveUnderTraffic(dev, "ip link del " + nd);
+  ExpectCleanRemoval(r);
+  EXPECT_EQ(*r.rc, 0);
+  EXPECT_FALSE(access(("/sys/class/infiniband/" + dev).c_str(), F_OK) == 0)
+      << dev << " outlived its netdev";
+  EXPECT_EQ(ShOut("rdma link show 2>/dev/null").find(dev), std::string::npos);
+  Sh("ip link del " + nd + " 2>/dev/null");
+  ExpectTrafficWorks();
+}
+
+// `rmmod trdma` while a process has QPs with WRs in flight.  trdma offers
+// disassociate_ucontext, so ib_uverbs takes no reference on the module for
+// an open context (6.1 ib_uverbs_open: module_dependent is false): rmmod
+// must succeed at once rather than fail with EBUSY or wait for the process.
+// The core disassociates the context (each QP flushes into its CQ ring,
+// which stays mapped), the process gets IBV_EVENT_DEVICE_FATAL, polls every
+// WR back once and destroys its objects after the module is gone.  Then
+// `rdma link add` loads the module again and the device carries traffic.
+TEST_F(FaultTest, RmmodUnderTraffic) {
+  ASSERT_TRUE(DeviceExists());
+  ASSERT_EQ(Sh("grep -q '^trdma ' /proc/modules"), 0);
+  const std::string params = ShOut(
+      "grep -H . /sys/module/trdma/parameters/* 2>/dev/null | sort");
+  Removal r = RemoveUnderTraffic(DevName(), "rmmod trdma");
+  ExpectCleanRemoval(r);
+  EXPECT_EQ(*r.rc, 0) << "rmmod trdma with an application running failed";
+  EXPECT_NE(Sh("grep -q '^trdma ' /proc/modules"), 0) << "module still loaded";
+  EXPECT_FALSE(DeviceExists());
+  // Back to what the suite expects: the module (autoloaded with its
+  // defaults) and the device on the lab's netdev.
+  ASSERT_EQ(Sh(LinkAddCmd()), 0) << "rdma link add after rmmod";
+  EXPECT_EQ(ShOut("grep -H . /sys/module/trdma/parameters/* 2>/dev/null | "
+                  "sort"),
+            params)
+      << "module parameters differ after the reload";
+  ExpectTrafficWorks();
+  Counts now = ResourcesBecome({{"pd", 0}, {"cq", 0}, {"qp", 0},
+                                {"cm_id", 0}, {"mr", 0}, {"ctx", 0},
+                                {"srq", 0}},
+                               5000);
+  EXPECT_EQ(now["qp"] + now["cq"] + now["mr"] + now["pd"] + now["ctx"], 0)
+      << Show(now);
+}
+
 // --- 5. resource pressure --------------------------------------------------
 
 // Drops CAP_IPC_LOCK (root would bypass RLIMIT_MEMLOCK).
@@ -2166,6 +2324,156 @@ TEST_F(FaultTest, RnrRetryWithAnAtomicQueuedBehind) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+// --- 6. memory pressure ----------------------------------------------------
+
+// A field of /proc/meminfo, in kB (-1 if missing).  No allocation: the
+// memory hog child calls it too.
+long MeminfoKb(const char *field) {
+  char buf[4096];
+  int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *p = strstr(buf, field);
+  if (!p) return -1;
+  p += strlen(field);
+  while (*p == ':' || *p == ' ') p++;
+  return atol(p);
+}
+
+bool SetOomScoreAdj(int v) {
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char s[16];
+  int len = snprintf(s, sizeof(s), "%d", v);
+  bool ok = write(fd, s, len) == len;
+  close(fd);
+  return ok;
+}
+
+// A child that takes anonymous memory (touched, 4 MiB at a time) until
+// MemAvailable is down to floor_kb, then keeps it there, giving back 8 MiB
+// and taking it again every 50 ms, so the kernel's own allocations keep
+// meeting reclaim.  It is the OOM killer's first choice (oom_score_adj
+// 1000) and dies with its parent.
+pid_t MemoryHog(long floor_kb) {
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid) return pid;
+  SetOomScoreAdj(1000);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  constexpr size_t kChunk = 4 << 20;
+  static void *chunks[4096];
+  size_t n = 0, first = 0;
+  unsigned salt = 0;
+  for (;;) {
+    long avail = MeminfoKb("MemAvailable");
+    if (avail > floor_kb + static_cast<long>(kChunk >> 10) && n < 4096) {
+      void *p = mmap(nullptr, kChunk, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) {
+        usleep(50000);
+        continue;
+      }
+      for (size_t i = 0; i < kChunk; i += 4096)
+        static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(++salt);
+      chunks[n++] = p;
+    } else {
+      if (n - first > 2)
+        for (int k = 0; k < 2; k++) munmap(chunks[first++], kChunk);
+      // Compact the list now and then.
+      if (first > 1024) {
+        memmove(chunks, chunks + first, (n - first) * sizeof(void *));
+        n -= first;
+        first = 0;
+      }
+      usleep(50000);
+    }
+  }
+}
+
+// Every opcode on two QP pairs while a child holds the guest's memory down
+// to MemAvailable ~ 1/32 of MemTotal (64 MiB of 2 GiB), churning at the
+// floor: no WR fails, every byte is exact, the completions balance, the
+// OOM killer is never needed (it would dump a Call Trace into dmesg, which
+// fails the lab run), and the test process is shielded from it anyway
+// (oom_score_adj -1000).  Throughput with and without the squeeze is
+// reported.
+TEST_F(FaultTest, TrafficUnderMemoryPressure) {
+  ASSERT_TRUE(SetOomScoreAdj(-1000));
+  struct Restore {
+    ~Restore() { SetOomScoreAdj(0); }
+  } restore;
+  const long total = MeminfoKb("MemTotal"), avail0 = MeminfoKb("MemAvailable");
+  ASSERT_GT(total, 0);
+  const long floor_kb = std::max(48L << 10, total / 32);
+  Context ctx = Open();
+  ASSERT_TRUE(ctx);
+  EngineOptions o;
+  o.seed = 21;
+  Engine eng(ctx.get(), o);
+  ASSERT_TRUE(eng.ok());
+  eng.RunFor(500);
+  // Unsqueezed, for comparison.
+  uint64_t b0 = eng.stats().bytes;
+  auto t0 = Clock::now();
+  eng.RunFor(4000);
+  const double clean_mb_s = (eng.stats().bytes - b0) / (Ms(t0) / 1e3) / 1e6;
+
+  pid_t hog = MemoryHog(floor_kb);
+  ASSERT_GT(hog, 0);
+  struct Killer {
+    pid_t pid;
+    ~Killer() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } killer{hog};
+  // Traffic goes on while the hog takes the memory.
+  t0 = Clock::now();
+  eng.RunUntil([&] { return MeminfoKb("MemAvailable") < floor_kb + (16 << 10); },
+               60000);
+  const long squeeze_ms = Ms(t0);
+  const long hog_kb = MeminfoKb("MemAvailable");
+  ASSERT_LT(hog_kb, floor_kb + (16 << 10))
+      << "the hog did not get MemAvailable down in 60 s";
+  // Squeezed: 10 s, MemAvailable sampled as it goes.
+  long lo = hog_kb, hi = hog_kb;
+  b0 = eng.stats().bytes;
+  const uint64_t s0 = eng.stats().success;
+  t0 = Clock::now();
+  auto ts = Clock::now();
+  while (Ms(t0) < 10000) {
+    eng.Step();
+    if (Ms(ts) >= 100) {
+      long a = MeminfoKb("MemAvailable");
+      lo = std::min(lo, a);
+      hi = std::max(hi, a);
+      ts = Clock::now();
+    }
+  }
+  const double tight_mb_s = (eng.stats().bytes - b0) / (Ms(t0) / 1e3) / 1e6;
+  const uint64_t tight_wrs = eng.stats().success - s0;
+  EXPECT_FALSE(Reap(hog).has_value()) << "the hog died (OOM-killed?)";
+  ASSERT_TRUE(eng.Finish(30000));
+  eng.CheckAtomicCounters();
+  std::cout << "memory: MemTotal " << total / 1024 << " MiB, MemAvailable "
+            << avail0 / 1024 << " MiB before; the hog got it to "
+            << hog_kb / 1024 << " MiB in " << squeeze_ms
+            << " ms, held it at " << lo / 1024 << "-" << hi / 1024
+            << " MiB for 10 s (floor " << floor_kb / 1024 << " MiB)\n"
+            << "memory: " << clean_mb_s << " MB/s verified unsqueezed, "
+            << tight_mb_s << " MB/s squeezed (" << tight_wrs << " WRs)\n"
+            << eng.Summary() << "\n";
+  EXPECT_GT(tight_wrs, 0u) << "no traffic under memory pressure";
+  eng.ExpectNoFailure();
+  eng.ExpectBalanced();
+  EXPECT_EQ(Sh("dmesg | grep -qi 'out of memory\\|oom-kill'"), 1)
+      << "the OOM killer ran";
 }
 
 // --- soak --------------------------------------------------------------------
