@@ -160,6 +160,14 @@ static void trdma_rq_flush(struct trdma_qp *qp)
 	lockdep_assert_held(&qp->lock);
 	if (qp->ibqp.srq)
 		return;
+	/*
+	 * A WQE the receive path took for a message in progress is older
+	 * than every WQE in the ring and must complete first: when the
+	 * message ends, or flushed once the receive path stopped.  The ring
+	 * is flushed behind it then (trdma_qp_rx_stopped()).
+	 */
+	if (READ_ONCE(qp->rx.req_has_rqe))
+		return;
 
 	n = trdma_ring_new(&qp->rq, qp->rq_cons, qp->rq_cons);
 	for (; n > 0; n--, qp->rq_cons++) {
@@ -349,9 +357,10 @@ static void trdma_qp_peer_gone_work(struct work_struct *work)
 /*
  * The QP's connection is closed and its receive path idle (from
  * trdma_cm_detach_locked()).  A receive WQE taken for a message that never
- * finished is flushed; then a QP on an SRQ that is in ERR will never take
- * another WQE from it: IB_EVENT_QP_LAST_WQE_REACHED, once per error, so
- * that its owner knows when the QP's receive completions are all out.
+ * finished is flushed, and in ERR the RQ behind it; then a QP on an SRQ
+ * that is in ERR will never take another WQE from it:
+ * IB_EVENT_QP_LAST_WQE_REACHED, once per error, so that its owner knows
+ * when the QP's receive completions are all out.
  * Under state_mutex.
  */
 void trdma_qp_rx_stopped(struct trdma_qp *qp)
@@ -368,6 +377,9 @@ void trdma_qp_rx_stopped(struct trdma_qp *qp)
 	trdma_rx_flush(qp);
 
 	spin_lock_irqsave(&qp->lock, flags);
+	/* What trdma_rq_flush() left behind a taken WQE. */
+	if (qp->state == IB_QPS_ERR)
+		trdma_rq_flush(qp);
 	last = qp->ibqp.srq && qp->state == IB_QPS_ERR && !qp->last_wqe_done;
 	if (last)
 		qp->last_wqe_done = true;

@@ -221,6 +221,8 @@ static bool trdma_rx_take_rqe(struct trdma_qp *qp)
 	(*cons)++;
 	/* Done with the slot before the producer may reuse it. */
 	smp_store_release(&ring->ctrl->cons, *cons);
+	/* Under the RQ's lock: trdma_rq_flush() must see it taken. */
+	WRITE_ONCE(rx->req_has_rqe, true);
 	ok = true;
 	if (srq && srq->limit && prod - *cons < srq->limit) {
 		srq->limit = 0;
