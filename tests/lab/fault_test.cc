@@ -2026,6 +2026,122 @@ TEST_F(FaultTest, RmmodUnderTraffic) {
       << Show(now);
 }
 
+// The receiving QP is moved to ERR while a 16 MiB SEND (lo slowed down to
+// 100 Mbit/s by netem) is half placed in its oldest receive: that receive
+// (taken by the receive path, no longer in the ring) completes first and
+// the seven behind it after it, all flushed, in the order they were
+// posted.  (Before the fix, the ring's seven were flushed at once and the
+// taken one only when the connection was detached: out of order.)
+TEST_F(FaultTest, ErrMidMessageFlushesReceivesInOrder) {
+  constexpr size_t kL = 16 << 20;
+  constexpr int kR = 8;
+  Context ctx = Open();
+  ASSERT_TRUE(ctx);
+  ibv_pd *pd = ibv_alloc_pd(ctx.get());
+  ASSERT_NE(pd, nullptr);
+  uint8_t *src = MapBuffer(kL), *dst = MapBuffer(kL);
+  ASSERT_TRUE(src && dst);
+  Pattern(src, kL, 0x0dde);
+  ibv_mr *smr = ibv_reg_mr(pd, src, kL, kAllAccess);
+  ibv_mr *dmr = ibv_reg_mr(pd, dst, kL, kAllAccess);
+  ASSERT_TRUE(smr && dmr);
+  // lo at 100 Mbit/s: the SEND takes 1.3 s, long enough to cut it.
+  ASSERT_EQ(Sh("modprobe sch_netem"), 0);
+  Netem slow("rate 100mbit");
+  ASSERT_TRUE(slow.on());
+  bool caught = false;
+  for (int attempt = 0; attempt < 5 && !caught; attempt++) {
+    ibv_cq *scq = ibv_create_cq(ctx.get(), 16, nullptr, nullptr, 0);
+    ibv_cq *rcq = ibv_create_cq(ctx.get(), 16, nullptr, nullptr, 0);
+    ASSERT_TRUE(scq && rcq);
+    ibv_qp *a = CreateRcQp(pd, scq, scq, {4, 4, 1, 1, 0});
+    ibv_qp *b = CreateRcQp(pd, rcq, rcq, {4, kR, 1, 1, 0});
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(ConnectQp(ctx.get(), a, b->qp_num, {18, 7, 7}), 0);
+    ASSERT_EQ(ConnectQp(ctx.get(), b, a->qp_num, {18, 7, 7}), 0);
+    memset(dst, 0, kL);
+    for (int i = 0; i < kR; i++) {
+      // All into one buffer: only the first is ever written.
+      ibv_sge sge = {Addr(dst), static_cast<uint32_t>(kL), dmr->lkey};
+      ibv_recv_wr wr = {}, *bad;
+      wr.wr_id = i;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      ASSERT_EQ(ibv_post_recv(b, &wr, &bad), 0);
+    }
+    ibv_sge sge = {Addr(src), static_cast<uint32_t>(kL), smr->lkey};
+    ibv_send_wr wr = {}, *bad;
+    wr.wr_id = 100;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+    // Wait for the first bytes to land, then cut while the last are not
+    // there yet.
+    auto t0 = Clock::now();
+    volatile uint8_t *first = dst, *last = dst + kL - 8;
+    while (Ms(t0) < 5000 && !memcmp(const_cast<uint8_t *>(first),
+                                    "\0\0\0\0\0\0\0\0", 8))
+      ;
+    SleepMs(100);
+    ibv_qp_attr qa = {};
+    qa.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(b, &qa, IBV_QP_STATE), 0);
+    caught = !memcmp(const_cast<uint8_t *>(last), "\0\0\0\0\0\0\0\0", 8);
+    std::vector<ibv_wc> wcs;
+    t0 = Clock::now();
+    while (wcs.size() < kR && Ms(t0) < 10000) {
+      ibv_wc wc[16];
+      int n = ibv_poll_cq(rcq, 16, wc);
+      ASSERT_GE(n, 0);
+      wcs.insert(wcs.end(), wc, wc + n);
+      if (!n) SleepMs(1);
+    }
+    std::string got;
+    for (auto &w : wcs)
+      got += std::to_string(w.wr_id) + ":" + ibv_wc_status_str(w.status) +
+             " ";
+    std::cout << "attempt " << attempt << (caught ? ", mid-message" : ", "
+                "the message was whole already") << ": receive completions "
+              << got << "\n";
+    ASSERT_EQ(wcs.size(), static_cast<size_t>(kR)) << got;
+    for (int i = 0; i < kR; i++) {
+      EXPECT_EQ(wcs[i].wr_id, static_cast<uint64_t>(i)) << got;
+      if (caught) {
+        EXPECT_EQ(wcs[i].status, IBV_WC_WR_FLUSH_ERR) << got;
+      }
+    }
+    // The sender's SEND ends once (success if it got through, else the
+    // connection's end fails it).
+    int sends = 0;
+    t0 = Clock::now();
+    while (Ms(t0) < 15000 && !sends) {
+      ibv_wc wc;
+      int n = ibv_poll_cq(scq, 1, &wc);
+      if (n > 0) {
+        EXPECT_EQ(wc.wr_id, 100u);
+        sends++;
+      } else {
+        qa.qp_state = IBV_QPS_ERR;
+        if (Ms(t0) > 3000) ibv_modify_qp(a, &qa, IBV_QP_STATE);
+        SleepMs(1);
+      }
+    }
+    EXPECT_EQ(sends, 1);
+    EXPECT_EQ(ibv_destroy_qp(a), 0);
+    EXPECT_EQ(ibv_destroy_qp(b), 0);
+    EXPECT_EQ(ibv_destroy_cq(scq), 0);
+    EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+  }
+  EXPECT_TRUE(caught) << "never caught the message half placed";
+  EXPECT_EQ(ibv_dereg_mr(smr), 0);
+  EXPECT_EQ(ibv_dereg_mr(dmr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  munmap(src, kL);
+  munmap(dst, kL);
+}
+
 // --- 5. resource pressure --------------------------------------------------
 
 // Drops CAP_IPC_LOCK (root would bypass RLIMIT_MEMLOCK).
