@@ -50,14 +50,15 @@
 #include <string>
 #include <thread>
 
+#include "lab_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-long Ms(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                               t0)
-      .count();
-}
+using trdma_lab::Clock;
+using trdma_lab::IsPattern;
+using trdma_lab::Ms;
+using trdma_lab::Pattern;
+using trdma_lab::SplitMix;
 
 int failures = 0;
 void Fail(const std::string &what) {
@@ -70,33 +71,6 @@ void Fail(const std::string &what) {
 }
 
 uint64_t Addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-uint64_t PatternWord(uint64_t key, size_t w) {
-  return SplitMix((key << 20) ^ w);
-}
-void Pattern(uint8_t *p, size_t len, uint64_t key) {
-  for (size_t i = 0; i < len; i += 8) {
-    uint64_t v = PatternWord(key, i / 8);
-    memcpy(p + i, &v, std::min<size_t>(8, len - i));
-  }
-}
-bool IsPattern(const uint8_t *p, size_t len, uint64_t key, size_t off = 0) {
-  size_t j = off;
-  while (j < off + len) {
-    uint64_t v = PatternWord(key, j / 8);
-    const uint8_t *b = reinterpret_cast<const uint8_t *>(&v);
-    size_t n = std::min<size_t>(8 - j % 8, off + len - j);
-    if (memcmp(p + (j - off), b + j % 8, n)) return false;
-    j += n;
-  }
-  return true;
-}
 
 constexpr uint32_t kM = 64 << 10;  // largest message
 constexpr int kW = 32;             // send window and receives posted
