@@ -231,6 +231,8 @@ struct trdma_ah {
 };
 
 #define TRDMA_MAX_RD_ATOM	16
+/* A new QP holds an owed ACK twice this for a request to carry it. */
+#define TRDMA_ACK_TURN_INIT_NS	(25 * NSEC_PER_USEC)
 
 /* Per send WQE state of the kernel's copy (indexed like swq). */
 struct trdma_swqe_info {
@@ -416,11 +418,16 @@ struct trdma_qp {
 	u32 ack_msn;
 	/*
 	 * An owed ACK held for a request to carry (trdma_tx_ack_soon): when
-	 * the last request went out (jiffies; lock-free), and the timer that
-	 * sends the ACK alone if none does.
+	 * the last request went out (jiffies; lock-free), the timer that
+	 * sends the ACK alone if none does, when the ACK now owed became
+	 * owed (ns, 0 if none or not counted; under lock) and the running
+	 * average of the time from then to the next request (ns; under
+	 * lock): the hold is twice that.
 	 */
 	unsigned long last_req_tx;
 	struct hrtimer ack_timer;
+	u64 ack_owed_ns;
+	u32 ack_turn_ns;
 	/*
 	 * One slot more than the READs a peer may have outstanding: over
 	 * loopback the next request can arrive while the last response is

@@ -588,6 +588,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	hrtimer_init(&qp->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
 	qp->ack_timer.function = trdma_tx_ack_timer;
 	qp->last_req_tx = jiffies - HZ;
+	qp->ack_turn_ns = TRDMA_ACK_TURN_INIT_NS;
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->is_user = !!udata;
@@ -803,6 +804,7 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	qp->rd_head = 0;
 	qp->rd_tail = 0;
 	qp->ack_pending = false;
+	qp->ack_owed_ns = 0;
 	qp->rnr_rewind = false;
 	qp->peer_closed = false;
 	qp->last_wqe_done = false;

@@ -23,37 +23,65 @@ void trdma_tx_kick(struct trdma_qp *qp)
 	queue_work(trdma_wq, &qp->tx_work);
 }
 
-static uint trdma_ack_delay_us = 50;
+static uint trdma_ack_delay_us = 500;
 module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
 MODULE_PARM_DESC(ack_delay_us,
-		 "us an ACK may wait for a request to carry it, on QPs that send requests too (50; 0: never)");
+		 "most us an ACK may wait for a request to carry it, on QPs that send requests too (500; 0: never)");
+
+/* A sample of the turnaround is cut to this: long ones all mean "slow". */
+#define TRDMA_ACK_TURN_MAX_NS	(4 * NSEC_PER_MSEC)
 
 /*
  * The receive path owes the peer an ACK.  A QP that sent a request of its
  * own lately (both sides talk: a ping-pong, a bidirectional stream) holds
- * a plain ACK up to ack_delay_us: the next request carries it in its
- * header (TRDMA_BTH_AETH), which saves a TCP segment each way and waking
- * the worker.  Otherwise, or for a NAK, the worker sends it now.  Any
- * context.
+ * a plain ACK for a while: the next request carries it in its header
+ * (TRDMA_BTH_AETH), which saves a TCP segment each way and waking the
+ * worker.  How long depends on how soon this QP's requests have followed
+ * the ACKs it owed (ack_turn_ns, from trdma_tx_ack_sample()): twice that,
+ * at most ack_delay_us; not at all when requests come later than that
+ * anyway.  So a fast machine holds microseconds, a slow one (the lab's
+ * emulated hosts) a few hundred.  Otherwise, or for a NAK, the worker sends
+ * it now.  Any context.
  */
 void trdma_tx_ack_soon(struct trdma_qp *qp)
 {
-	u32 delay = READ_ONCE(trdma_ack_delay_us);
+	u64 max = (u64)READ_ONCE(trdma_ack_delay_us) * NSEC_PER_USEC, hold = 0;
 	unsigned long flags;
-	bool plain;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	plain = qp->ack_pending && qp->ack_syndrome == TRDMA_AETH_ACK &&
-		!qp->close_after_nak;
+	if (qp->ack_pending && qp->ack_syndrome == TRDMA_AETH_ACK &&
+	    !qp->close_after_nak &&
+	    !time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
+		if (!qp->ack_owed_ns)
+			qp->ack_owed_ns = ktime_get_ns();
+		if (qp->ack_turn_ns <= max)
+			hold = min_t(u64, 2 * (u64)qp->ack_turn_ns, max);
+	}
 	spin_unlock_irqrestore(&qp->lock, flags);
-	if (!delay || !plain ||
-	    time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
+	if (!hold) {
 		trdma_tx_kick(qp);
 		return;
 	}
 	if (!hrtimer_active(&qp->ack_timer))
-		hrtimer_start(&qp->ack_timer, ns_to_ktime(delay * NSEC_PER_USEC),
+		hrtimer_start(&qp->ack_timer, ns_to_ktime(hold),
 			      HRTIMER_MODE_REL_SOFT);
+}
+
+/*
+ * A request goes out: how long after the owed ACK (whether it carries
+ * that ACK or the timer sent it already) goes into the running average,
+ * weight 1/4.  Under qp->lock.
+ */
+static void trdma_tx_ack_sample(struct trdma_qp *qp)
+{
+	u64 t;
+
+	if (!qp->ack_owed_ns)
+		return;
+	t = min_t(u64, ktime_get_ns() - qp->ack_owed_ns,
+		  TRDMA_ACK_TURN_MAX_NS);
+	qp->ack_owed_ns = 0;
+	qp->ack_turn_ns = (3 * (u64)qp->ack_turn_ns + t) / 4;
 }
 
 /* No request carried the held ACK in time: send it alone. */
@@ -292,6 +320,7 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 			      trdma_has_imm(sqe->opcode) && seg->last ? &imm :
 									NULL);
 	}
+	trdma_tx_ack_sample(qp);
 	return true;
 }
 
