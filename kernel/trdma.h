@@ -259,12 +259,20 @@ struct trdma_rd_resp {
  * The segment the transmitter has on the wire: a header, then payload
  * bytes taken from a send WQE, a READ response or nothing.
  */
+/*
+ * Payloads up to this many bytes are copied behind the header and go to
+ * TCP in one call with it: cheaper than handing over a page for so few.
+ */
+#define TRDMA_TX_COPY_MAX	1024
+
 struct trdma_tx_seg {
-	u8 hdr[TRDMA_MAX_HDR];
+	/* The headers, then the payload where it is copied. */
+	u8 hdr[TRDMA_MAX_HDR + TRDMA_TX_COPY_MAX];
 	u32 hdr_len;
-	u32 hdr_sent;
+	u32 hdr_sent;		/* of hdr_len, plus len if copied */
 	u32 len;		/* payload bytes */
 	u32 sent;
+	bool copied;		/* the payload is in hdr[], after the headers */
 	u32 msg_off;		/* offset of the payload in its message */
 	enum { TRDMA_SEG_NONE, TRDMA_SEG_WQE, TRDMA_SEG_RDRESP,
 	       TRDMA_SEG_CTRL } kind;
@@ -559,7 +567,9 @@ void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock);
 void trdma_txopt_free(struct trdma_qp *qp);
 void trdma_txopt_begin(struct trdma_qp *qp, struct socket *sock, u32 len,
 		       const struct trdma_bth *bth);
-void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len);
+int trdma_txopt_eor(struct trdma_qp *qp);
+void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
+		     bool eor_sent);
 bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt);
 
 /* trdma_main.c */

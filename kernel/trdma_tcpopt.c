@@ -182,11 +182,24 @@ void trdma_txopt_begin(struct trdma_qp *qp, struct socket *sock, u32 len,
 	spin_unlock_bh(&o->lock);
 }
 
-/* The whole trdma segment of len bytes is queued.  Under tx_mutex. */
-void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len)
+/*
+ * The send flag that ends a trdma segment on an skb boundary: MSG_EOR
+ * where options are put on, so that its last bytes are sent with it.
+ */
+int trdma_txopt_eor(struct trdma_qp *qp)
+{
+	return qp->txopt.on ? MSG_EOR : 0;
+}
+
+/*
+ * The whole trdma segment of len bytes is queued; eor_sent: its last
+ * bytes went with trdma_txopt_eor().  Under tx_mutex.
+ */
+void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
+		     bool eor_sent)
 {
 	qp->txopt.next += len;
-	if (!qp->txopt.on)
+	if (!qp->txopt.on || eor_sent)
 		return;
 	lock_sock(sock->sk);
 	trdma_txopt_mark_eor(sock->sk);

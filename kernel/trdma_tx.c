@@ -214,6 +214,7 @@ static void trdma_seg_hdr(struct trdma_tx_seg *seg, u8 op, u8 flags, u32 qpn,
 	seg->hdr_len = p - seg->hdr;
 	seg->hdr_sent = 0;
 	seg->sent = 0;
+	seg->copied = false;
 	seg->opt_noted = false;
 }
 
@@ -423,14 +424,89 @@ out:
 }
 
 static int trdma_tx_copy(struct socket *sock, const void *buf, u32 len,
-			 bool more)
+			 int flags)
 {
 	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = {
-		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
+		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | flags,
 	};
 
 	return kernel_sendmsg(sock, &msg, &iov, 1, len);
+}
+
+/*
+ * Copies len bytes from [va, va + len) of the MR key names to dst.
+ * Returns 0, or -EACCES when the key does not allow it.
+ */
+static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
+			    int access, u8 *dst)
+{
+	struct trdma_mr *mr = trdma_mr_get(qp->tdev, key);
+
+	if (!mr)
+		return -EACCES;
+	if (trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access)) {
+		trdma_mr_put(mr);
+		return -EACCES;
+	}
+	while (len) {
+		u32 pg_off, n;
+		struct page *page = trdma_mr_page(mr, va, &pg_off);
+		void *src;
+
+		n = min_t(u32, len, PAGE_SIZE - pg_off);
+		src = kmap_local_page(page);
+		memcpy(dst, src + pg_off, n);
+		kunmap_local(src);
+		dst += n;
+		va += n;
+		len -= n;
+	}
+	trdma_mr_put(mr);
+	return 0;
+}
+
+/*
+ * Copies the payload of the current segment (at most TRDMA_TX_COPY_MAX
+ * bytes) behind its headers.  Returns 0 or -EACCES.
+ */
+static int trdma_tx_gather(struct trdma_qp *qp)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	u8 *dst = seg->hdr + seg->hdr_len;
+	u32 off = seg->msg_off, left = seg->len;
+	struct trdma_rd_resp *r;
+	struct trdma_sqe *sqe;
+	int i, rv;
+
+	if (seg->kind == TRDMA_SEG_RDRESP) {
+		r = &qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+		return trdma_tx_mr_copy(qp, r->rkey, r->va + off, left,
+					IB_ACCESS_REMOTE_READ, dst);
+	}
+	sqe = trdma_swq_slot(qp, seg->wqe);
+	if (sqe->flags & TRDMA_WQE_INLINE) {
+		memcpy(dst, (u8 *)sqe->sge + off, left);
+		return 0;
+	}
+	for (i = 0; i < sqe->num_sge && left; i++) {
+		const struct trdma_sge *sge = &sqe->sge[i];
+		u32 n;
+
+		if (off >= sge->length) {
+			off -= sge->length;
+			continue;
+		}
+		n = min(left, sge->length - off);
+		rv = trdma_tx_mr_copy(qp, sge->lkey, sge->addr + off, n, 0,
+				      dst);
+		if (rv)
+			return rv;
+		dst += n;
+		left -= n;
+		off = 0;
+	}
+	return left ? -EINVAL : 0;
 }
 
 /*
@@ -469,7 +545,7 @@ static int trdma_tx_wqe_payload(struct trdma_qp *qp, struct socket *sock)
 	int i;
 
 	if (sqe->flags & TRDMA_WQE_INLINE)
-		return trdma_tx_copy(sock, (u8 *)sqe->sge + off, left, false);
+		return trdma_tx_copy(sock, (u8 *)sqe->sge + off, left, 0);
 
 	for (i = 0; i < sqe->num_sge; i++) {
 		const struct trdma_sge *sge = &sqe->sge[i];
@@ -494,24 +570,43 @@ static int trdma_tx_rdresp_payload(struct trdma_qp *qp, struct socket *sock)
 			   seg->len - seg->sent, IB_ACCESS_REMOTE_READ, false);
 }
 
-/* Pushes the current segment.  0 when all of it is out. */
+/*
+ * Pushes the current segment.  0 when all of it is out.  A small payload
+ * is copied behind the headers and goes with them in one call; the last
+ * bytes of a segment sent that way carry MSG_EOR (TCP starts the next
+ * segment in a new skb, for the TCP option), saving trdma_txopt_end() the
+ * socket lock.
+ */
 static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
+	u32 flat;
 	int rv;
 
 	if (!seg->opt_noted) {
+		if (seg->len && seg->len <= TRDMA_TX_COPY_MAX) {
+			rv = trdma_tx_gather(qp);
+			if (rv)
+				return rv;
+			seg->copied = true;
+		}
 		trdma_txopt_begin(qp, sock, seg->hdr_len + seg->len,
 				  (const struct trdma_bth *)seg->hdr);
 		seg->opt_noted = true;
 	}
-	while (seg->hdr_sent < seg->hdr_len) {
+	flat = seg->hdr_len + (seg->copied ? seg->len : 0);
+	while (seg->hdr_sent < flat) {
+		bool all = seg->copied || !seg->len;
+
 		rv = trdma_tx_copy(sock, seg->hdr + seg->hdr_sent,
-				   seg->hdr_len - seg->hdr_sent, seg->len > 0);
+				   flat - seg->hdr_sent,
+				   all ? trdma_txopt_eor(qp) : MSG_MORE);
 		if (rv < 0)
 			return rv;
 		seg->hdr_sent += rv;
 	}
+	if (seg->copied)
+		seg->sent = seg->len;
 	while (seg->sent < seg->len) {
 		rv = seg->kind == TRDMA_SEG_WQE ?
 			trdma_tx_wqe_payload(qp, sock) :
@@ -612,7 +707,8 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			break;	/* write_space kicks us again */
 		if (rv)
 			break;
-		trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len);
+		trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len,
+				qp->seg.copied || !qp->seg.len);
 		trdma_tx_count(qp);
 		trdma_tx_seg_done(qp);
 		if (qp->close_after_nak && !qp->ack_pending) {
