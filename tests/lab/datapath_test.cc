@@ -118,6 +118,96 @@ TEST_F(DataPathTest, WriteAndReadAcrossSizes) {
   EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &none), 0);  // WRITEs complete nothing
 }
 
+// Payloads of up to 1 KiB are copied behind the headers on transmit
+// (TRDMA_TX_COPY_MAX), larger ones go by page: every operation around that
+// size, gathered from SGEs that straddle a page boundary.
+TEST_F(DataPathTest, SmallPayloadsAcrossPageBoundaries) {
+  // Offset into a side's buffer of the page boundary after `near`.
+  auto edge = [](Side &s, size_t near) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(s.buf.data()) + near;
+    return near + ((4096 - a % 4096) % 4096);
+  };
+  unsigned seed = 900;
+  for (uint32_t len : {1u, 63u, 64u, 1000u, 1023u, 1024u, 1025u, 2048u})
+    for (int nsge : {1, 3}) {
+      SCOPED_TRACE("len " + std::to_string(len) + " sges " +
+                   std::to_string(nsge));
+      const size_t src = edge(a_, 1 << 20) - len / 2;
+      const size_t rcv = edge(b_, 1 << 20) - len / 3;
+      const size_t roff = edge(b_, 3 << 20) - len / 2;
+      const size_t loff = edge(a_, 5 << 20) - len / 3;
+      Fill(a_.buf, src, len + 16, seed++);
+      auto from = Sges(a_, src, len, nsge);
+
+      std::fill(b_.buf.begin() + rcv, b_.buf.begin() + rcv + len + 16, 0);
+      auto into = Sges(b_, rcv, len, nsge);
+      ASSERT_EQ(PostRecv(b_, 1, into), 0);
+      ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, from), 0);
+      ibv_wc r = Wait(b_.cq), w = Wait(a_.cq);
+      ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+      ASSERT_EQ(w.status, IBV_WC_SUCCESS) << ibv_wc_status_str(w.status);
+      EXPECT_EQ(r.byte_len, len);
+      std::vector<uint8_t> sent;
+      for (auto &g : from)
+        sent.insert(sent.end(), reinterpret_cast<uint8_t *>(g.addr),
+                    reinterpret_cast<uint8_t *>(g.addr) + g.length);
+      EXPECT_TRUE(SameScattered(sent.data(), into));
+
+      std::fill(b_.buf.begin() + roff, b_.buf.begin() + roff + len + 8, 0);
+      uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data() + roff);
+      ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_WRITE, from, raddr, b_.mr->rkey),
+                0);
+      w = Wait(a_.cq);
+      ASSERT_EQ(w.status, IBV_WC_SUCCESS) << ibv_wc_status_str(w.status);
+      EXPECT_TRUE(SameScattered(b_.buf.data() + roff, from));
+      EXPECT_EQ(b_.buf[roff + len], 0);
+
+      // The READ response is the responder's payload, copied or by page.
+      std::fill(a_.buf.begin() + loff, a_.buf.begin() + loff + len + 16, 0);
+      auto back = Sges(a_, loff, len, nsge);
+      ASSERT_EQ(PostSend(a_, 4, IBV_WR_RDMA_READ, back, raddr, b_.mr->rkey),
+                0);
+      w = Wait(a_.cq);
+      ASSERT_EQ(w.status, IBV_WC_SUCCESS) << ibv_wc_status_str(w.status);
+      EXPECT_TRUE(SameScattered(b_.buf.data() + roff, back));
+    }
+}
+
+// A ping-pong: each side's request carries its ACK of the other side's
+// last one (flag K) instead of an ACK segment of its own, because a QP
+// that sends requests too holds an owed ACK for a while (ack_delay_us).
+TEST_F(DataPathTest, PingPongCarriesTheAcks) {
+  const int n = 300;
+  int recvs[2] = {0, 0}, sends[2] = {0, 0};
+  // Polls side i's CQ until it has `r` receives and `s` sends.
+  auto until = [&](int i, int r, int s) {
+    Side &side = i ? b_ : a_;
+    while (recvs[i] < r || sends[i] < s) {
+      ibv_wc wc = Wait(side.cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      (wc.opcode == IBV_WC_RECV ? recvs : sends)[i]++;
+    }
+  };
+  const long carried = Counter("acks_carried"), alone = Counter("acks_sent");
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(PostRecv(b_, i, Sges(b_, 0, 64, 1)), 0);
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
+    ASSERT_NO_FATAL_FAILURE(until(1, i + 1, 0));
+    ASSERT_EQ(PostRecv(a_, i, Sges(a_, 64, 64, 1)), 0);
+    ASSERT_EQ(PostSend(b_, i, IBV_WR_SEND, Sges(b_, 128, 8, 1)), 0);
+    ASSERT_NO_FATAL_FAILURE(until(0, i + 1, 0));
+  }
+  // The last ACKs have nothing to ride with: the hold ends, they go alone.
+  ASSERT_NO_FATAL_FAILURE(until(0, n, n));
+  ASSERT_NO_FATAL_FAILURE(until(1, n, n));
+  const long c = Counter("acks_carried") - carried,
+             a = Counter("acks_sent") - alone;
+  std::cout << "[          ] " << 2 * n << " messages: " << c
+            << " ACKs carried, " << a << " sent alone" << std::endl;
+  EXPECT_GE(c, 2 * n * 8 / 10);
+  EXPECT_GE(a, 1);  // at least the very last one
+}
+
 TEST_F(DataPathTest, WriteWithImmConsumesAReceive) {
   Fill(a_.buf, 0, 5000, 7);
   ASSERT_EQ(PostRecv(b_, 9, {}), 0);  // a receive without SGEs
