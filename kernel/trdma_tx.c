@@ -49,7 +49,7 @@ void trdma_tx_ack_soon(struct trdma_qp *qp)
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	if (qp->ack_pending && qp->ack_syndrome == TRDMA_AETH_ACK &&
+	if (max && qp->ack_pending && qp->ack_syndrome == TRDMA_AETH_ACK &&
 	    !qp->close_after_nak &&
 	    !time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
 		if (!qp->ack_owed_ns)
@@ -113,6 +113,12 @@ static bool trdma_has_imm(u8 opcode)
 {
 	return opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
 	       opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* The READ response being sent. */
+static struct trdma_rd_resp *trdma_tx_rd_head(struct trdma_qp *qp)
+{
+	return &qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
 }
 
 /* The RNR timer expired: send again. */
@@ -374,8 +380,7 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 	}
 
 	if (qp->rd_head != qp->rd_tail) {
-		struct trdma_rd_resp *r =
-			&qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+		struct trdma_rd_resp *r = trdma_tx_rd_head(qp);
 		struct trdma_aeth aeth = {
 			.syndrome = TRDMA_AETH_ACK,
 			.msn = cpu_to_be32(r->msn),
@@ -435,20 +440,49 @@ static int trdma_tx_copy(struct socket *sock, const void *buf, u32 len,
 }
 
 /*
+ * The MR key names, referenced, if it lets this QP's PD access [va, va +
+ * len) with access; NULL otherwise.
+ */
+static struct trdma_mr *trdma_tx_mr_get(struct trdma_qp *qp, u32 key, u64 va,
+					u32 len, int access)
+{
+	struct trdma_mr *mr = trdma_mr_get(qp->tdev, key);
+
+	if (mr && trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access)) {
+		trdma_mr_put(mr);
+		mr = NULL;
+	}
+	return mr;
+}
+
+/*
+ * The SGE of sqe holding byte *off of its payload, *off then the offset in
+ * it; NULL past the end.
+ */
+static const struct trdma_sge *trdma_sge_at(const struct trdma_sqe *sqe,
+					    u32 *off)
+{
+	int i;
+
+	for (i = 0; i < sqe->num_sge; i++) {
+		if (*off < sqe->sge[i].length)
+			return &sqe->sge[i];
+		*off -= sqe->sge[i].length;
+	}
+	return NULL;
+}
+
+/*
  * Copies len bytes from [va, va + len) of the MR key names to dst.
  * Returns 0, or -EACCES when the key does not allow it.
  */
 static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 			    int access, u8 *dst)
 {
-	struct trdma_mr *mr = trdma_mr_get(qp->tdev, key);
+	struct trdma_mr *mr = trdma_tx_mr_get(qp, key, va, len, access);
 
 	if (!mr)
 		return -EACCES;
-	if (trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access)) {
-		trdma_mr_put(mr);
-		return -EACCES;
-	}
 	while (len) {
 		u32 pg_off, n;
 		struct page *page = trdma_mr_page(mr, va, &pg_off);
@@ -468,7 +502,7 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 
 /*
  * Copies the payload of the current segment (at most TRDMA_TX_COPY_MAX
- * bytes) behind its headers.  Returns 0 or -EACCES.
+ * bytes) behind its headers.  Returns 0, -EACCES or -EINVAL.
  */
 static int trdma_tx_gather(struct trdma_qp *qp)
 {
@@ -477,10 +511,10 @@ static int trdma_tx_gather(struct trdma_qp *qp)
 	u32 off = seg->msg_off, left = seg->len;
 	struct trdma_rd_resp *r;
 	struct trdma_sqe *sqe;
-	int i, rv;
+	int rv;
 
 	if (seg->kind == TRDMA_SEG_RDRESP) {
-		r = &qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+		r = trdma_tx_rd_head(qp);
 		return trdma_tx_mr_copy(qp, r->rkey, r->va + off, left,
 					IB_ACCESS_REMOTE_READ, dst);
 	}
@@ -489,24 +523,21 @@ static int trdma_tx_gather(struct trdma_qp *qp)
 		memcpy(dst, (u8 *)sqe->sge + off, left);
 		return 0;
 	}
-	for (i = 0; i < sqe->num_sge && left; i++) {
-		const struct trdma_sge *sge = &sqe->sge[i];
-		u32 n;
+	while (left) {
+		u32 at = off, n;
+		const struct trdma_sge *sge = trdma_sge_at(sqe, &at);
 
-		if (off >= sge->length) {
-			off -= sge->length;
-			continue;
-		}
-		n = min(left, sge->length - off);
-		rv = trdma_tx_mr_copy(qp, sge->lkey, sge->addr + off, n, 0,
-				      dst);
+		if (!sge)
+			return -EINVAL;
+		n = min(left, sge->length - at);
+		rv = trdma_tx_mr_copy(qp, sge->lkey, sge->addr + at, n, 0, dst);
 		if (rv)
 			return rv;
 		dst += n;
+		off += n;
 		left -= n;
-		off = 0;
 	}
-	return left ? -EINVAL : 0;
+	return 0;
 }
 
 /*
@@ -516,17 +547,13 @@ static int trdma_tx_gather(struct trdma_qp *qp)
 static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		       u64 va, u32 len, int access, bool more)
 {
-	struct trdma_mr *mr = trdma_mr_get(qp->tdev, key);
+	struct trdma_mr *mr = trdma_tx_mr_get(qp, key, va, len, access);
 	u32 pg_off, n;
 	struct page *page;
 	int rv;
 
 	if (!mr)
 		return -EACCES;
-	if (trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access)) {
-		trdma_mr_put(mr);
-		return -EACCES;
-	}
 	page = trdma_mr_page(mr, va, &pg_off);
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
 	rv = kernel_sendpage(sock, page, pg_off, n,
@@ -542,32 +569,36 @@ static int trdma_tx_wqe_payload(struct trdma_qp *qp, struct socket *sock)
 	struct trdma_tx_seg *seg = &qp->seg;
 	struct trdma_sqe *sqe = trdma_swq_slot(qp, seg->wqe);
 	u32 off = seg->msg_off + seg->sent, left = seg->len - seg->sent;
-	int i;
+	const struct trdma_sge *sge;
 
 	if (sqe->flags & TRDMA_WQE_INLINE)
 		return trdma_tx_copy(sock, (u8 *)sqe->sge + off, left, 0);
 
-	for (i = 0; i < sqe->num_sge; i++) {
-		const struct trdma_sge *sge = &sqe->sge[i];
-
-		if (off >= sge->length) {
-			off -= sge->length;
-			continue;
-		}
-		return trdma_tx_mr(qp, sock, sge->lkey, sge->addr + off,
-				   min(left, sge->length - off), 0,
-				   left > sge->length - off);
-	}
-	return -EINVAL;
+	sge = trdma_sge_at(sqe, &off);
+	if (!sge)
+		return -EINVAL;
+	return trdma_tx_mr(qp, sock, sge->lkey, sge->addr + off,
+			   min(left, sge->length - off), 0,
+			   left > sge->length - off);
 }
 
 static int trdma_tx_rdresp_payload(struct trdma_qp *qp, struct socket *sock)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
-	struct trdma_rd_resp *r = &qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+	struct trdma_rd_resp *r = trdma_tx_rd_head(qp);
 
 	return trdma_tx_mr(qp, sock, r->rkey, r->va + seg->msg_off + seg->sent,
 			   seg->len - seg->sent, IB_ACCESS_REMOTE_READ, false);
+}
+
+/*
+ * Whether all of the segment is in seg->hdr: a header-only segment, or one
+ * whose payload was copied there.  Such a segment goes to TCP in one call
+ * that ends it (trdma_txopt_eor()).
+ */
+static bool trdma_seg_flat(const struct trdma_tx_seg *seg)
+{
+	return seg->copied || !seg->len;
 }
 
 /*
@@ -596,11 +627,10 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
 	}
 	flat = seg->hdr_len + (seg->copied ? seg->len : 0);
 	while (seg->hdr_sent < flat) {
-		bool all = seg->copied || !seg->len;
-
 		rv = trdma_tx_copy(sock, seg->hdr + seg->hdr_sent,
 				   flat - seg->hdr_sent,
-				   all ? trdma_txopt_eor(qp) : MSG_MORE);
+				   trdma_seg_flat(seg) ? trdma_txopt_eor(qp) :
+							 MSG_MORE);
 		if (rv < 0)
 			return rv;
 		seg->hdr_sent += rv;
@@ -682,8 +712,7 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 		}
 	} else if (seg->kind == TRDMA_SEG_RDRESP &&
 		   qp->rd_head != qp->rd_tail) {
-		struct trdma_rd_resp *r =
-			&qp->rd_resp[qp->rd_head % ARRAY_SIZE(qp->rd_resp)];
+		struct trdma_rd_resp *r = trdma_tx_rd_head(qp);
 
 		r->sent += seg->len;
 		if (seg->last)
@@ -708,7 +737,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 		if (rv)
 			break;
 		trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len,
-				qp->seg.copied || !qp->seg.len);
+				trdma_seg_flat(&qp->seg));
 		trdma_tx_count(qp);
 		trdma_tx_seg_done(qp);
 		if (qp->close_after_nak && !qp->ack_pending) {
