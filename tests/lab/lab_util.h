@@ -4,13 +4,17 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 namespace trdma_lab {
@@ -57,6 +61,84 @@ inline bool IsPattern(const uint8_t *p, size_t len, uint64_t key,
     j += n;
   }
   return true;
+}
+
+inline uint64_t Addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
+
+inline bool IsAtomic(ibv_wr_opcode op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+// The completion opcode of a send WR.
+inline ibv_wc_opcode SendWcOpcode(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return IBV_WC_FETCH_ADD;
+    default:
+      return IBV_WC_SEND;
+  }
+}
+
+inline const char *OpName(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_SEND:
+      return "SEND";
+    case IBV_WR_SEND_WITH_IMM:
+      return "SEND_WITH_IMM";
+    case IBV_WR_RDMA_WRITE:
+      return "WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return "WRITE_WITH_IMM";
+    case IBV_WR_RDMA_READ:
+      return "READ";
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return "CMP_AND_SWP";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return "FETCH_AND_ADD";
+    default:
+      return "?";
+  }
+}
+
+// Reads len bytes from fd within ms milliseconds; false on EOF, error or
+// timeout.
+inline bool ReadFull(int fd, void *p, size_t len, int ms) {
+  auto t0 = Clock::now();
+  size_t got = 0;
+  while (got < len && Ms(t0) < ms) {
+    pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, 100) <= 0) continue;
+    ssize_t n = read(fd, static_cast<char *>(p) + got, len - got);
+    if (n <= 0) return false;
+    got += n;
+  }
+  return got == len;
+}
+
+// TCP segments retransmitted since boot (/proc/net/snmp, Tcp: RetransSegs);
+// -1 when the kernel shows none.
+inline long TcpRetransSegs() {
+  std::ifstream in("/proc/net/snmp");
+  std::string line, names;
+  while (std::getline(in, line)) {
+    if (line.rfind("Tcp:", 0) != 0) continue;
+    if (names.empty()) {
+      names = line;
+      continue;
+    }
+    std::istringstream n(names), v(line);
+    std::string name, value;
+    while (n >> name && v >> value)
+      if (name == "RetransSegs") return std::stol(value);
+  }
+  return -1;
 }
 
 // The functions below are in lab_util.cc; the ones above need no linking

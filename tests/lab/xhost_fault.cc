@@ -54,11 +54,17 @@
 
 namespace {
 
+using trdma_lab::Addr;
 using trdma_lab::Clock;
+using trdma_lab::IsAtomic;
 using trdma_lab::IsPattern;
 using trdma_lab::Ms;
+using trdma_lab::OpName;
 using trdma_lab::Pattern;
+using trdma_lab::ReadFull;
+using trdma_lab::SendWcOpcode;
 using trdma_lab::SplitMix;
+using trdma_lab::TcpRetransSegs;
 
 int failures = 0;
 void Fail(const std::string &what) {
@@ -69,8 +75,6 @@ void Fail(const std::string &what) {
   printf("FAIL: %s (errno %d %s)\n", what.c_str(), errno, strerror(errno));
   exit(2);
 }
-
-uint64_t Addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
 constexpr uint32_t kM = 64 << 10;  // largest message
 constexpr int kW = 32;             // send window and receives posted
@@ -119,49 +123,6 @@ uint32_t MsgLen(int s, uint64_t k) {
   }
 }
 
-const char *OpName(ibv_wr_opcode op) {
-  switch (op) {
-    case IBV_WR_SEND: return "SEND";
-    case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
-    case IBV_WR_RDMA_WRITE: return "WRITE";
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return "WRITE_WITH_IMM";
-    case IBV_WR_RDMA_READ: return "READ";
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return "CMP_AND_SWP";
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "FETCH_AND_ADD";
-    default: return "?";
-  }
-}
-bool IsAtomic(ibv_wr_opcode op) {
-  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-ibv_wc_opcode WcOp(ibv_wr_opcode op) {
-  switch (op) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    default: return IBV_WC_SEND;
-  }
-}
-
-long TcpRetransSegs() {
-  std::ifstream in("/proc/net/snmp");
-  std::string line, names;
-  while (std::getline(in, line)) {
-    if (line.rfind("Tcp:", 0) != 0) continue;
-    if (names.empty()) {
-      names = line;
-      continue;
-    }
-    std::istringstream n(names), v(line);
-    std::string name, value;
-    while (n >> name && v >> value)
-      if (name == "RetransSegs") return std::stol(value);
-  }
-  return -1;
-}
-
 // --- the control socket ----------------------------------------------------
 
 constexpr int kCtlPort = 18611;
@@ -196,19 +157,6 @@ int Connect(const char *peer) {
     usleep(200000);
   }
   Die("could not reach the peer in 60 s");
-}
-
-bool ReadFull(int fd, void *p, size_t len, int ms) {
-  auto t0 = Clock::now();
-  size_t got = 0;
-  while (got < len && Ms(t0) < ms) {
-    pollfd pfd = {fd, POLLIN, 0};
-    if (poll(&pfd, 1, 100) <= 0) continue;
-    ssize_t n = read(fd, static_cast<char *>(p) + got, len - got);
-    if (n <= 0) return false;
-    got += n;
-  }
-  return got == len;
 }
 
 struct Info {
@@ -516,7 +464,7 @@ class Side {
     Wr w = *it;
     sq_.erase(it);
     if (wc.status != IBV_WC_SUCCESS) return;
-    bool good = wc.opcode == WcOp(w.op);
+    bool good = wc.opcode == SendWcOpcode(w.op);
     if (w.op == IBV_WR_RDMA_READ)
       good = good && wc.byte_len == w.len &&
              IsPattern(buf_ + kRdst + w.slot * size_t{kM}, w.len, w.key,
