@@ -265,6 +265,9 @@ struct trdma_rd_resp {
  */
 #define TRDMA_TX_COPY_MAX	1024
 
+/* Bit of trdma_qp.tx_flags: the QP has a transmitter (trdma_tx.c). */
+#define TRDMA_TX_OWNED	0
+
 struct trdma_tx_seg {
 	/* The headers, then the payload where it is copied. */
 	u8 hdr[TRDMA_MAX_HDR + TRDMA_TX_COPY_MAX];
@@ -291,7 +294,7 @@ struct trdma_txopt_rec {
 
 /*
  * The transmit side of the trdma TCP option of a QP's connection.  The
- * transmit work appends records (under tx_mutex); the netfilter output
+ * QP's transmitter appends records; the netfilter output
  * hook, which runs under the socket's lock, looks them up.  lock (a BH
  * lock: the hook may run in softirq) protects recs, size, head and tail.
  */
@@ -302,7 +305,7 @@ struct trdma_txopt {
 	u32 head;			/* free running; next free entry */
 	u32 tail;			/* oldest entry still needed */
 	u32 iss;		/* the connection's ISN; set at attach */
-	u32 next;		/* offset of the next byte for TCP; tx_mutex */
+	u32 next;		/* offset of the next byte for TCP; transmitter */
 	bool on;		/* tag this connection; under lock and sk lock */
 };
 
@@ -334,6 +337,7 @@ struct trdma_rx_state {
 	u32 rnr_msn;
 	bool discard;		/* skip the current segment's payload */
 	u32 expected_msn;	/* next request MSN from the peer */
+	u32 acked_bytes;	/* of the messages one drain completed */
 	bool dead;		/* stream refused: read no more */
 	/*
 	 * The trdma TCP options (trdma_tcpopt.c) of skbs that began inside a
@@ -404,12 +408,18 @@ struct trdma_qp {
 	void (*saved_state_change)(struct sock *sk);
 
 	/*
-	 * Transmit (trdma_tx.c), under tx_mutex unless noted.  A transmitter
-	 * that finds tx_mutex taken sets tx_again and leaves: whoever holds
-	 * the mutex transmits again (or kicks tx_work) once it lets go, so no
-	 * one waits on the mutex to transmit.
+	 * Transmit (trdma_tx.c), by the QP's transmitter unless noted: who
+	 * holds the TRDMA_TX_OWNED bit of tx_flags.  Process context takes
+	 * tx_mutex first, then the bit (trdma_tx_lock()); the receive path
+	 * only tries the bit, in softirq with the socket's spinlock held, to
+	 * send one ACK (trdma_tx_ack_from_rx()), so a process waits for the
+	 * bit a few microseconds at most and never while it holds the socket.
+	 * A transmitter that finds tx_mutex taken sets tx_again and leaves:
+	 * whoever holds the mutex transmits again (or kicks tx_work) once it
+	 * lets go, so no one waits on the mutex to transmit.
 	 */
 	struct mutex tx_mutex;		/* see above */
+	unsigned long tx_flags;		/* bit TRDMA_TX_OWNED */
 	atomic_t tx_again;		/* lock-free */
 	struct work_struct tx_work;
 	struct trdma_swqe_info *swi;	/* indexed like swq; under lock */
@@ -419,8 +429,13 @@ struct trdma_qp {
 	u32 rd_outstanding;		/* READs sent, response not complete */
 	struct trdma_tx_seg seg;
 	struct trdma_txopt txopt;
-	/* Responder work queued by the receive path; under lock. */
+	/*
+	 * Responder work queued by the receive path; under lock.  ack_req:
+	 * the ACK owed was asked for (TRDMA_BTH_ACKREQ) or is a NAK; others
+	 * may wait to go with a later one (trdma_tx_ack_soon()).
+	 */
 	bool ack_pending;
+	bool ack_req;
 	bool close_after_nak;		/* a NAK goes out, then we close */
 	u8 ack_syndrome;
 	u32 ack_msn;
@@ -565,8 +580,8 @@ void trdma_tcpopt_exit(void);
 void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock);
 void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock);
 void trdma_txopt_free(struct trdma_qp *qp);
-void trdma_txopt_begin(struct trdma_qp *qp, struct socket *sock, u32 len,
-		       const struct trdma_bth *bth);
+bool trdma_txopt_begin(struct trdma_qp *qp, struct sock *sk, u32 len,
+		       const struct trdma_bth *bth, bool may_grow);
 int trdma_txopt_eor(struct trdma_qp *qp);
 void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
 		     bool eor_sent);
@@ -579,8 +594,9 @@ struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
 void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_now(struct trdma_qp *qp);
 void trdma_tx_answered(struct trdma_qp *qp);
-void trdma_tx_ack_soon(struct trdma_qp *qp);
+void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk);
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t);
+void trdma_tx_lock(struct trdma_qp *qp);
 void trdma_tx_unlock(struct trdma_qp *qp);
 void trdma_tx_sync(struct trdma_qp *qp);
 void trdma_tx_rnr_work(struct work_struct *work);

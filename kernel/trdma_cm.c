@@ -143,7 +143,7 @@ static void trdma_cm_apply_timeout(struct trdma_qp *qp, struct socket *sock)
 /* The QP's timeout or retry count changed.  Under state_mutex. */
 void trdma_cm_set_timeout(struct trdma_qp *qp)
 {
-	mutex_lock(&qp->tx_mutex);
+	trdma_tx_lock(qp);
 	if (qp->sock)
 		trdma_cm_apply_timeout(qp, qp->sock);
 	trdma_tx_unlock(qp);
@@ -271,7 +271,7 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	sk->sk_state_change = trdma_cm_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
 
-	mutex_lock(&qp->tx_mutex);
+	trdma_tx_lock(qp);
 	spin_lock_irqsave(&qp->lock, flags);
 	qp->sock = sock;
 	spin_unlock_irqrestore(&qp->lock, flags);
@@ -299,7 +299,7 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	struct sock *sk;
 
 	lockdep_assert_held(&qp->state_mutex);
-	mutex_lock(&qp->tx_mutex);
+	trdma_tx_lock(qp);
 	spin_lock_irqsave(&qp->lock, flags);
 	sock = qp->sock;
 	qp->sock = NULL;

@@ -804,6 +804,7 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	qp->rd_head = 0;
 	qp->rd_tail = 0;
 	qp->ack_pending = false;
+	qp->ack_req = false;
 	qp->ack_owed_ns = 0;
 	qp->rnr_rewind = false;
 	qp->peer_closed = false;

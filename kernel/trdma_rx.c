@@ -167,12 +167,18 @@ static int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
 	return n ? -EMSGSIZE : 0;
 }
 
-/* Queues an ACK or NAK for the transmitter.  Under qp->lock. */
-static void trdma_rx_queue_ack(struct trdma_qp *qp, u8 syndrome, u32 msn)
+/*
+ * Queues an ACK or NAK for the transmitter; req: the requester asked for it
+ * (TRDMA_BTH_ACKREQ).  Under qp->lock.
+ */
+static void trdma_rx_queue_ack(struct trdma_qp *qp, u8 syndrome, u32 msn,
+			       bool req)
 {
 	/* A NAK is never overwritten by a later plain ACK. */
 	if (qp->ack_pending && qp->ack_syndrome != TRDMA_AETH_ACK)
 		return;
+	qp->ack_req = req || syndrome != TRDMA_AETH_ACK ||
+		      (qp->ack_pending && qp->ack_req);
 	qp->ack_pending = true;
 	qp->ack_syndrome = syndrome;
 	qp->ack_msn = msn;
@@ -721,8 +727,10 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 		 * that destroys the QP on seeing it still gets it sent.
 		 */
 		spin_lock_irqsave(&qp->lock, flags);
-		trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->req_msn);
+		trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->req_msn,
+				   rx->seg.flags & TRDMA_BTH_ACKREQ);
 		spin_unlock_irqrestore(&qp->lock, flags);
+		rx->acked_bytes += rx->req_placed;
 		if (rx->req_has_rqe)
 			trdma_rx_complete_recv(qp, IB_WC_SUCCESS,
 					       trdma_op_is_send(op) ?
@@ -774,7 +782,7 @@ static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
 		spin_lock_irqsave(&qp->lock, flags);
 		qp->ack_pending = false;
 		trdma_rx_queue_ack(qp, TRDMA_AETH_RNR_NAK |
-				   (qp->attr.min_rnr_timer & 0x1f), msn);
+				   (qp->attr.min_rnr_timer & 0x1f), msn, true);
 		spin_unlock_irqrestore(&qp->lock, flags);
 		trdma_tx_kick(qp);
 		return;
@@ -785,7 +793,7 @@ static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
 				       IB_WC_RECV, false);
 	spin_lock_irqsave(&qp->lock, flags);
 	qp->ack_pending = false;
-	trdma_rx_queue_ack(qp, syndrome, msn);
+	trdma_rx_queue_ack(qp, syndrome, msn, true);
 	qp->close_after_nak = true;
 	spin_unlock_irqrestore(&qp->lock, flags);
 	rx->dead = true;
@@ -940,6 +948,9 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 	return done;
 }
 
+/* Bytes of messages an ACK the receive path sends itself may cover. */
+#define TRDMA_RX_ACK_INLINE_MAX	4096
+
 /*
  * Takes in what the socket holds.  From sk_data_ready, the peer's FIN
  * (softirq, socket spinlock held), or process context under lock_sock().
@@ -952,13 +963,21 @@ void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 
 	if (qp->rx.dead)
 		return;
+	qp->rx.acked_bytes = 0;
 	tcp_read_sock(sk, &rd, trdma_rx_actor);
 
 	spin_lock_irqsave(&qp->lock, flags);
 	ack = qp->ack_pending;
 	spin_unlock_irqrestore(&qp->lock, flags);
+	/*
+	 * Unowned, the socket's spinlock is ours: the ACK may go from here,
+	 * unless it acknowledges much: then a wake-up is cheap beside the
+	 * data, and the worker, coming later, acknowledges more at once.
+	 */
 	if (ack)
-		trdma_tx_ack_soon(qp);
+		trdma_tx_ack_soon(qp, sock_owned_by_user(sk) ||
+				  qp->rx.acked_bytes > TRDMA_RX_ACK_INLINE_MAX ?
+				  NULL : sk);
 }
 
 void trdma_rx_data_ready(struct sock *sk)

@@ -121,7 +121,7 @@ void trdma_txopt_free(struct trdma_qp *qp)
 	qp->txopt.recs = NULL;
 }
 
-/* Doubles the record ring.  Process context, under tx_mutex. */
+/* Doubles the record ring.  Process context, by the transmitter. */
 static bool trdma_txopt_grow(struct trdma_txopt *o)
 {
 	u32 size = o->size * 2, i, n;
@@ -148,17 +148,20 @@ static bool trdma_txopt_grow(struct trdma_txopt *o)
 
 /*
  * A trdma segment of len bytes (header included) is about to be handed to
- * TCP: record where it starts.  Under tx_mutex, before its first byte.
+ * TCP: record where it starts.  By the transmitter, before its first byte.
+ * A full ring grows where may_grow (process context); false when the
+ * segment is not recorded: with may_grow its option is then left off,
+ * without, the caller leaves the segment to process context.
  */
-void trdma_txopt_begin(struct trdma_qp *qp, struct socket *sock, u32 len,
-		       const struct trdma_bth *bth)
+bool trdma_txopt_begin(struct trdma_qp *qp, struct sock *sk, u32 len,
+		       const struct trdma_bth *bth, bool may_grow)
 {
 	struct trdma_txopt *o = &qp->txopt;
 	u32 una;
 
 	if (!o->on)
-		return;
-	una = READ_ONCE(tcp_sk(sock->sk)->snd_una) - o->iss;
+		return true;
+	una = READ_ONCE(tcp_sk(sk)->snd_una) - o->iss;
 
 	spin_lock_bh(&o->lock);
 	/* Forget segments TCP has delivered completely. */
@@ -172,14 +175,15 @@ void trdma_txopt_begin(struct trdma_qp *qp, struct socket *sock, u32 len,
 	}
 	if (o->head - o->tail == o->size) {
 		spin_unlock_bh(&o->lock);
-		if (!trdma_txopt_grow(o))
-			return;	/* not recorded: its option is left off */
+		if (!may_grow || !trdma_txopt_grow(o))
+			return false;
 		spin_lock_bh(&o->lock);
 	}
 	trdma_txopt_rec_fill(&o->recs[o->head & (o->size - 1)], o->next, len,
 			     bth);
 	o->head++;
 	spin_unlock_bh(&o->lock);
+	return true;
 }
 
 /*
@@ -193,7 +197,8 @@ int trdma_txopt_eor(struct trdma_qp *qp)
 
 /*
  * The whole trdma segment of len bytes is queued; eor_sent: its last
- * bytes went with trdma_txopt_eor().  Under tx_mutex.
+ * bytes went with trdma_txopt_eor().  By the transmitter; process context
+ * unless eor_sent.
  */
 void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
 		     bool eor_sent)

@@ -23,16 +23,28 @@ void trdma_tx_kick(struct trdma_qp *qp)
 	queue_work(trdma_wq, &qp->tx_work);
 }
 
+static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk);
+
 static uint trdma_ack_delay_us = 500;
 module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
 MODULE_PARM_DESC(ack_delay_us,
 		 "most us an ACK may wait for a request to carry it, on QPs that send requests too (500; 0: never)");
 
+static uint trdma_ack_coalesce_us = 4000;
+module_param_named(ack_coalesce_us, trdma_ack_coalesce_us, uint, 0644);
+MODULE_PARM_DESC(ack_coalesce_us,
+		 "most us an ACK the requester did not ask for may wait to go with a later one (4000; 0: never)");
+
 /* A sample of the turnaround is cut to this: long ones all mean "slow". */
 #define TRDMA_ACK_TURN_MAX_NS	(4 * NSEC_PER_MSEC)
 
 /*
- * The receive path owes the peer an ACK.  A QP that sent a request of its
+ * The receive path owes the peer an ACK.  One the requester did not ask
+ * for (no TRDMA_BTH_ACKREQ: nobody waits for that completion, and the
+ * requester's SQ has room, see trdma_tx_wants_ack()) waits up to
+ * ack_coalesce_us for one it asks for, which acknowledges both: a one-way
+ * stream of unsignaled messages costs an ACK per signaled one, not one per
+ * message.  A QP that sent a request of its
  * own lately (both sides talk: a ping-pong, a bidirectional stream) holds
  * a plain ACK for a while: the next request carries it in its header
  * (TRDMA_BTH_AETH), which saves a TCP segment each way and waking the
@@ -40,16 +52,23 @@ MODULE_PARM_DESC(ack_delay_us,
  * the ACKs it owed (ack_turn_ns, from trdma_tx_ack_sample()): twice that,
  * at most ack_delay_us; not at all when requests come later than that
  * anyway.  So a fast machine holds microseconds, a slow one (the lab's
- * emulated hosts) a few hundred.  Otherwise, or for a NAK, the worker sends
- * it now.  Any context.
+ * emulated hosts) a few hundred.  Otherwise, or for a NAK, it goes now:
+ * from here where sk is given (the receive path in softirq, holding that
+ * socket's spinlock, trdma_tx_ack_from_rx()), else by the worker.  Any
+ * context.
  */
-void trdma_tx_ack_soon(struct trdma_qp *qp)
+void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 {
 	u64 max = (u64)READ_ONCE(trdma_ack_delay_us) * NSEC_PER_USEC, hold = 0;
+	u64 coalesce = (u64)READ_ONCE(trdma_ack_coalesce_us) * NSEC_PER_USEC;
+	struct hrtimer *t = &qp->ack_timer;
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	if (max && qp->ack_pending && qp->ack_syndrome == TRDMA_AETH_ACK &&
+	if (coalesce && qp->ack_pending && !qp->ack_req) {
+		hold = coalesce;
+	} else if (max && qp->ack_pending &&
+		   qp->ack_syndrome == TRDMA_AETH_ACK &&
 	    !qp->close_after_nak &&
 	    !time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
 		if (!qp->ack_owed_ns)
@@ -59,12 +78,13 @@ void trdma_tx_ack_soon(struct trdma_qp *qp)
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (!hold) {
-		trdma_tx_kick(qp);
+		if (!sk || !trdma_tx_ack_from_rx(qp, sk))
+			trdma_tx_kick(qp);
 		return;
 	}
-	if (!hrtimer_active(&qp->ack_timer))
-		hrtimer_start(&qp->ack_timer, ns_to_ktime(hold),
-			      HRTIMER_MODE_REL_SOFT);
+	/* A shorter hold than the one running (a coalesced ACK's) wins. */
+	if (!hrtimer_active(t) || ktime_to_ns(hrtimer_get_remaining(t)) > hold)
+		hrtimer_start(t, ns_to_ktime(hold), HRTIMER_MODE_REL_SOFT);
 }
 
 /*
@@ -225,9 +245,27 @@ static void trdma_seg_hdr(struct trdma_tx_seg *seg, u8 op, u8 flags, u32 qpn,
 }
 
 /*
+ * Whether the requester asks for a prompt ACK of a SEND or WRITE
+ * (TRDMA_BTH_ACKREQ): when the application waits for its completion
+ * (signaled), and on every message whose MSN is a multiple of a quarter of
+ * the SQ, so that unsignaled WQEs free their slots well before the SQ
+ * fills.  The responder may hold the ACK of the others a while to
+ * acknowledge them with a later one (ack_coalesce_us).
+ */
+static bool trdma_tx_wants_ack(const struct trdma_qp *qp,
+			       const struct trdma_sqe *sqe,
+			       const struct trdma_swqe_info *swi)
+{
+	u32 every = max(1U, qp->sq.num_slots / 4);
+
+	return sqe->flags & TRDMA_WQE_SIGNALED || qp->sq_sig_all ||
+	       !(swi->msn & (every - 1));
+}
+
+/*
  * Puts the next segment of the send queue into qp->seg, with the AETH
  * aeth carried along when not NULL.  Returns false when no request may go
- * now.  Under qp->lock and tx_mutex.
+ * now.  Under qp->lock, by the transmitter.
  */
 static bool trdma_tx_req_seg(struct trdma_qp *qp,
 			     const struct trdma_aeth *aeth)
@@ -318,7 +356,8 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 		if (seg->last) {
 			if (sqe->flags & TRDMA_WQE_SOLICITED)
 				bflags |= TRDMA_BTH_SE;
-			bflags |= TRDMA_BTH_ACKREQ;
+			if (trdma_tx_wants_ack(qp, sqe, swi))
+				bflags |= TRDMA_BTH_ACKREQ;
 		}
 		trdma_seg_hdr(seg, op, bflags, dqpn, swi->msn,
 			      trdma_is_write(sqe->opcode) && first ? &reth :
@@ -331,9 +370,26 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 	return true;
 }
 
+/* The owed ACK (or NAK) goes alone: into qp->seg.  Under qp->lock. */
+static void trdma_tx_ack_seg(struct trdma_qp *qp,
+			     const struct trdma_aeth *aeth)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+
+	qp->ack_pending = false;
+	qp->ack_req = false;
+	hrtimer_try_to_cancel(&qp->ack_timer);
+	seg->kind = TRDMA_SEG_CTRL;
+	seg->len = 0;
+	seg->msg_off = 0;
+	seg->last = true;
+	trdma_seg_hdr(seg, TRDMA_OP_ACK, 0, qp->attr.dest_qp_num, qp->ack_msn,
+		      NULL, aeth, NULL);
+}
+
 /*
  * Picks the next segment to put on the wire into qp->seg.  Returns false
- * when there is nothing to send now.  Under tx_mutex.
+ * when there is nothing to send now.  By the transmitter.
  */
 static bool trdma_tx_next_seg(struct trdma_qp *qp)
 {
@@ -364,18 +420,12 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 		    !qp->close_after_nak && qp->rd_head == qp->rd_tail &&
 		    trdma_tx_req_seg(qp, &aeth)) {
 			qp->ack_pending = false;
+			qp->ack_req = false;
 			/* Held for this: nothing for the timer to send. */
 			hrtimer_try_to_cancel(&qp->ack_timer);
 			goto out;
 		}
-		qp->ack_pending = false;
-		hrtimer_try_to_cancel(&qp->ack_timer);
-		seg->kind = TRDMA_SEG_CTRL;
-		seg->len = 0;
-		seg->msg_off = 0;
-		seg->last = true;
-		trdma_seg_hdr(seg, TRDMA_OP_ACK, 0, dqpn, qp->ack_msn, NULL,
-			      &aeth, NULL);
+		trdma_tx_ack_seg(qp, &aeth);
 		goto out;
 	}
 
@@ -428,15 +478,21 @@ out:
 	return ok;
 }
 
-static int trdma_tx_copy(struct socket *sock, const void *buf, u32 len,
-			 int flags)
+/*
+ * Hands len bytes at buf to TCP, never waiting; locked: the caller holds
+ * the socket (its spinlock, in softirq).  Bytes taken, or -errno.
+ */
+static int trdma_tx_copy(struct sock *sk, bool locked, const void *buf,
+			 u32 len, int flags)
 {
 	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = {
 		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | flags,
 	};
 
-	return kernel_sendmsg(sock, &msg, &iov, 1, len);
+	if (locked)
+		return kernel_sendmsg_locked(sk, &msg, &iov, 1, len);
+	return kernel_sendmsg(sk->sk_socket, &msg, &iov, 1, len);
 }
 
 /*
@@ -572,7 +628,8 @@ static int trdma_tx_wqe_payload(struct trdma_qp *qp, struct socket *sock)
 	const struct trdma_sge *sge;
 
 	if (sqe->flags & TRDMA_WQE_INLINE)
-		return trdma_tx_copy(sock, (u8 *)sqe->sge + off, left, 0);
+		return trdma_tx_copy(sock->sk, false, (u8 *)sqe->sge + off,
+				     left, 0);
 
 	sge = trdma_sge_at(sqe, &off);
 	if (!sge)
@@ -621,13 +678,13 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
 				return rv;
 			seg->copied = true;
 		}
-		trdma_txopt_begin(qp, sock, seg->hdr_len + seg->len,
-				  (const struct trdma_bth *)seg->hdr);
+		trdma_txopt_begin(qp, sock->sk, seg->hdr_len + seg->len,
+				  (const struct trdma_bth *)seg->hdr, true);
 		seg->opt_noted = true;
 	}
 	flat = seg->hdr_len + (seg->copied ? seg->len : 0);
 	while (seg->hdr_sent < flat) {
-		rv = trdma_tx_copy(sock, seg->hdr + seg->hdr_sent,
+		rv = trdma_tx_copy(sock->sk, false, seg->hdr + seg->hdr_sent,
 				   flat - seg->hdr_sent,
 				   trdma_seg_flat(seg) ? trdma_txopt_eor(qp) :
 							 MSG_MORE);
@@ -722,7 +779,7 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 	spin_unlock_irqrestore(&qp->lock, flags);
 }
 
-/* Puts what there is to send on the wire.  Under tx_mutex. */
+/* Puts what there is to send on the wire.  Under tx_mutex, owning. */
 static int trdma_tx_run(struct trdma_qp *qp)
 {
 	int rv = 0;
@@ -762,6 +819,83 @@ static void trdma_tx_failed(struct trdma_qp *qp, int rv)
 }
 
 /*
+ * Becomes the QP's transmitter (trdma_qp.tx_flags): process context with
+ * tx_mutex held, so the only other owner there can be is the receive path
+ * sending one ACK in softirq.
+ */
+static void trdma_tx_own(struct trdma_qp *qp)
+{
+	lockdep_assert_held(&qp->tx_mutex);
+	while (test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
+		cpu_relax();
+}
+
+static void trdma_tx_disown(struct trdma_qp *qp)
+{
+	clear_bit_unlock(TRDMA_TX_OWNED, &qp->tx_flags);
+}
+
+/*
+ * Sends the owed ACK from the receive path: softirq, in the socket's
+ * sk_data_ready or sk_state_change with its spinlock held and no process
+ * owning it, where TCP sends its own ACKs from.  Saves waking the worker
+ * (two context switches, and on an idle CPU a wake-up) per ACK of a
+ * one-way stream.  Only when no one else transmits and no segment is half
+ * out; a NAK that closes the connection is left to the worker.  False
+ * when the ACK is not all out: then the worker sends what is left.
+ */
+static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	struct trdma_aeth aeth;
+	unsigned long flags;
+	bool owed, built = false, done = false;
+	gfp_t gfp;
+	int rv;
+
+	if (sock_owned_by_user(sk) ||
+	    test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
+		return false;
+	if (!qp->sock || qp->sock->sk != sk || seg->kind != TRDMA_SEG_NONE) {
+		trdma_tx_disown(qp);
+		return false;
+	}
+	spin_lock_irqsave(&qp->lock, flags);
+	owed = qp->ack_pending;
+	if (owed && !qp->close_after_nak &&
+	    (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS)) {
+		aeth.syndrome = qp->ack_syndrome;
+		aeth.msn = cpu_to_be32(qp->ack_msn);
+		trdma_tx_ack_seg(qp, &aeth);
+		built = true;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (!built || !trdma_txopt_begin(qp, sk, seg->hdr_len,
+					 (const struct trdma_bth *)seg->hdr,
+					 false))
+		goto out;
+	seg->opt_noted = true;
+	/* No sleeping allocation, and not current's page_frag. */
+	gfp = sk->sk_allocation;
+	sk->sk_allocation = GFP_ATOMIC;
+	rv = trdma_tx_copy(sk, true, seg->hdr, seg->hdr_len,
+			   trdma_txopt_eor(qp));
+	sk->sk_allocation = gfp;
+	if (rv <= 0)
+		goto out;
+	seg->hdr_sent = rv;
+	if (seg->hdr_sent < seg->hdr_len)
+		goto out;
+	trdma_txopt_end(qp, qp->sock, seg->hdr_len, true);
+	trdma_tx_count(qp);
+	trdma_tx_seg_done(qp);
+	done = true;
+out:
+	trdma_tx_disown(qp);
+	return done || !owed;
+}
+
+/*
  * Transmits unless another transmitter holds tx_mutex; that one then
  * transmits again for us (tx_again), so nobody sleeps or spins on the
  * mutex to send.  Process context, no locks held.
@@ -776,8 +910,10 @@ static void trdma_tx_try(struct trdma_qp *qp)
 	do {
 		if (!mutex_trylock(&qp->tx_mutex))
 			return;
+		trdma_tx_own(qp);
 		atomic_set(&qp->tx_again, 0);
 		rv = trdma_tx_run(qp);
+		trdma_tx_disown(qp);
 		mutex_unlock(&qp->tx_mutex);
 		trdma_tx_failed(qp, rv);
 		/* Unlocked before tx_again is read; pairs with the one above. */
@@ -787,12 +923,22 @@ static void trdma_tx_try(struct trdma_qp *qp)
 }
 
 /*
- * Releases tx_mutex taken for something other than transmitting (attach,
- * detach, a timeout change): a transmitter that found it taken meanwhile
+ * Becomes the transmitter for something other than transmitting (attach,
+ * detach, a timeout change), waiting for tx_mutex.  Process context.
+ */
+void trdma_tx_lock(struct trdma_qp *qp)
+{
+	mutex_lock(&qp->tx_mutex);
+	trdma_tx_own(qp);
+}
+
+/*
+ * Ends trdma_tx_lock(): a transmitter that found the mutex taken meanwhile
  * left its turn to us, and the worker takes it.
  */
 void trdma_tx_unlock(struct trdma_qp *qp)
 {
+	trdma_tx_disown(qp);
 	mutex_unlock(&qp->tx_mutex);
 	/* Unlocked before tx_again is read; pairs with trdma_tx_try(). */
 	smp_mb();
@@ -809,7 +955,7 @@ void trdma_tx_sync(struct trdma_qp *qp)
 {
 	int rv;
 
-	mutex_lock(&qp->tx_mutex);
+	trdma_tx_lock(qp);
 	rv = trdma_tx_run(qp);
 	trdma_tx_unlock(qp);
 	trdma_tx_failed(qp, rv);

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -206,6 +207,112 @@ TEST_F(DataPathTest, PingPongCarriesTheAcks) {
             << " ACKs carried, " << a << " sent alone" << std::endl;
   EXPECT_GE(c, 2 * n * 8 / 10);
   EXPECT_GE(a, 1);  // at least the very last one
+}
+
+// A peer that answers later than ack_delay_us allows: its QP stops holding
+// the ACKs its answers would come too late to carry, so the requester's
+// SENDs complete an ACK's round trip after they went, not a hold later.
+TEST_F(DataPathTest, SlowAnswersDoNotHoldTheAcks) {
+  using Clock = std::chrono::steady_clock;
+  const std::string param = "/sys/module/trdma/parameters/ack_delay_us";
+  const std::string old = ReadFile(param);
+  // The hold a slow answerer would otherwise get: min(2 x 4 ms, 2.5 ms)
+  // (a QP's turnaround counts at most 4 ms).
+  ASSERT_EQ(Sh("echo 2500 > " + param), 0);
+  struct Restore {
+    std::string cmd;
+    ~Restore() { Sh(cmd); }
+  } restore{"echo " + old + " > " + param};
+  const auto answer = std::chrono::microseconds(5000);
+  const int n = 30, warm = 10;  // the running average needs a few answers
+  std::vector<long> waits;
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(PostRecv(b_, i, Sges(b_, 0, 64, 1)), 0);
+    const Clock::time_point sent = Clock::now();
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
+    ibv_wc r = Wait(b_.cq);
+    ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+    // B "thinks" for 5 ms while A watches for its SEND's completion.
+    bool done = false;
+    while (Clock::now() - sent < answer) {
+      ibv_wc s;
+      int k = ibv_poll_cq(a_.cq, 1, &s);
+      ASSERT_GE(k, 0);
+      if (!k)
+        continue;
+      ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+      ASSERT_EQ(s.wr_id, static_cast<uint64_t>(i));
+      if (i >= warm)
+        waits.push_back(std::chrono::duration_cast<std::chrono::microseconds>(
+                            Clock::now() - sent)
+                            .count());
+      done = true;
+      break;
+    }
+    while (Clock::now() - sent < answer)
+      ;
+    ASSERT_EQ(PostRecv(a_, i, Sges(a_, 64, 64, 1)), 0);
+    ASSERT_EQ(PostSend(b_, i, IBV_WR_SEND, Sges(b_, 128, 8, 1)), 0);
+    // A's SEND completes by now at the latest, and B's answer arrives.
+    int need_recv = 1, need_send = done ? 0 : 1;
+    while (need_recv || need_send) {
+      ibv_wc wc = Wait(a_.cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      (wc.opcode == IBV_WC_RECV ? need_recv : need_send)--;
+    }
+    ASSERT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+    if (!done && i >= warm)
+      waits.push_back(answer.count());
+  }
+  std::sort(waits.begin(), waits.end());
+  const long median = waits[waits.size() / 2];
+  std::cout << "[          ] SEND completion after " << waits.front() << " / "
+            << median << " / " << waits.back()
+            << " us (min / median / max); answers after " << answer.count()
+            << " us" << std::endl;
+  EXPECT_LT(median, 1500);
+}
+
+// A stream of unsignaled WRITEs, many times the SQ: the requester asks for
+// an ACK only every quarter of its SQ, the responder acknowledges the rest
+// with those (or after ack_coalesce_us), and the SQ never stays full
+// although nothing the application waits for frees it.
+TEST_F(DataPathTest, UnsignaledStreamIsAcknowledgedInBatches) {
+  using Clock = std::chrono::steady_clock;
+  const int n = 2000, len = 64;  // a_'s SQ has 256 slots
+  const uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data());
+  // Posts, waiting while the SQ is full; unsignaled unless signaled.
+  auto post = [&](uint64_t id, ibv_wr_opcode op, std::vector<ibv_sge> sg,
+                  uint64_t to, int flags) {
+    const Clock::time_point end = Clock::now() + std::chrono::seconds(10);
+    int rv;
+    while ((rv = PostSend(a_, id, op, sg, to, b_.mr->rkey, 0, flags)) ==
+           ENOMEM) {
+      ASSERT_LT(Clock::now(), end) << "the SQ stayed full at WQE " << id;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    ASSERT_EQ(rv, 0) << strerror(rv);
+  };
+  Fill(a_.buf, 0, n * len, 5);
+  const long alone = Counter("acks_sent"), carried = Counter("acks_carried");
+  for (int i = 0; i < n; i++)
+    ASSERT_NO_FATAL_FAILURE(post(i, IBV_WR_RDMA_WRITE,
+                                 Sges(a_, i * len, len, 1), raddr + i * len,
+                                 0));
+  ASSERT_EQ(PostRecv(b_, 1, Sges(b_, n * len + 64, 64, 1)), 0);
+  ASSERT_NO_FATAL_FAILURE(post(n, IBV_WR_SEND, Sges(a_, 0, 8, 1), 0,
+                               IBV_SEND_SIGNALED));
+  ibv_wc s = Wait(a_.cq), r = Wait(b_.cq);
+  ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+  EXPECT_EQ(s.wr_id, static_cast<uint64_t>(n));  // the WRITEs complete none
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), n * len), 0);
+  const long acks =
+      Counter("acks_sent") - alone + Counter("acks_carried") - carried;
+  std::cout << "[          ] " << n + 1 << " messages, " << acks << " ACKs"
+            << std::endl;
+  EXPECT_GE(acks, 1);
+  EXPECT_LE(acks, n / 4);
 }
 
 TEST_F(DataPathTest, WriteWithImmConsumesAReceive) {
