@@ -595,6 +595,7 @@ void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_now(struct trdma_qp *qp);
 void trdma_tx_answered(struct trdma_qp *qp);
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk);
+void trdma_tx_ack_forget_unasked(struct trdma_qp *qp);
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t);
 void trdma_tx_lock(struct trdma_qp *qp);
 void trdma_tx_unlock(struct trdma_qp *qp);

@@ -199,6 +199,7 @@ static int trdma_cm_self_port(struct socket *sock,
 static void trdma_cm_peer_fin(struct trdma_qp *qp, struct sock *sk)
 {
 	trdma_rx_drain(qp, sk);
+	trdma_tx_ack_forget_unasked(qp);
 	trdma_qp_peer_closed(qp);
 }
 

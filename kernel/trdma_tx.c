@@ -896,6 +896,24 @@ out:
 }
 
 /*
+ * The peer closed its connection, and reads nothing more (a trdma peer
+ * closes both ways): an ACK it did not ask for, held to go with a later
+ * one, is dropped, so the QP owes it nothing (trdma_qp_peer_closed()).
+ * Sent, it would only draw a reset.  Any context.
+ */
+void trdma_tx_ack_forget_unasked(struct trdma_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->ack_pending && !qp->ack_req) {
+		qp->ack_pending = false;
+		hrtimer_try_to_cancel(&qp->ack_timer);
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+}
+
+/*
  * Transmits unless another transmitter holds tx_mutex; that one then
  * transmits again for us (tx_again), so nobody sleeps or spins on the
  * mutex to send.  Process context, no locks held.

@@ -712,6 +712,38 @@ TEST_F(DataPathTest, PeerDestroyedAfterItsLastCompletion) {
   }
 }
 
+// A's last WRITEs were unsignaled, so B holds their ACK (ack_coalesce_us)
+// when A destroys its QP: B owes A nothing A asked for, so B is not failed
+// at once either; its receive stays posted for the peer_close_grace.
+TEST_F(DataPathTest, PeerDestroyedAfterUnsignaledWrites) {
+  const uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data());
+  ASSERT_EQ(PostRecv(b_, 50, Sges(b_, 4096, 64, 1)), 0);
+  Fill(a_.buf, 0, 3 * 64, 9);
+  for (int i = 0; i < 3; i++)
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, Sges(a_, i * 64, 64, 1),
+                       raddr + i * 64, b_.mr->rkey, 0, 0),
+              0);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (memcmp(a_.buf.data(), b_.buf.data(), 3 * 64) &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(memcmp(a_.buf.data(), b_.buf.data(), 3 * 64), 0);
+  ASSERT_EQ(ibv_destroy_qp(a_.qp), 0);
+  a_.qp = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  ibv_wc none;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &none), 0) << "error completion at once";
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+  EXPECT_GE(ms, 900);
+  ibv_wc r = Wait(b_.cq);
+  EXPECT_EQ(r.wr_id, 50u);
+  EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+}
+
 // The peer goes away while A has a request on the wire: A fails at once.
 TEST_F(DataPathTest, PeerGoneWithARequestOutstandingFailsAtOnce) {
   ASSERT_EQ(PostRecv(a_, 11, Sges(a_, 0, 64, 1)), 0);
