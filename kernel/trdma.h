@@ -338,6 +338,7 @@ struct trdma_rx_state {
 	bool discard;		/* skip the current segment's payload */
 	u32 expected_msn;	/* next request MSN from the peer */
 	u32 acked_bytes;	/* of the messages one drain completed */
+	bool resp_queued;	/* one drain queued READ/atomic responses */
 	bool dead;		/* stream refused: read no more */
 	/*
 	 * The trdma TCP options (trdma_tcpopt.c) of skbs that began inside a
@@ -596,6 +597,7 @@ void trdma_tx_now(struct trdma_qp *qp);
 void trdma_tx_answered(struct trdma_qp *qp);
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk);
 void trdma_tx_ack_forget_unasked(struct trdma_qp *qp);
+void trdma_tx_resp_soon(struct trdma_qp *qp, struct sock *sk);
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t);
 void trdma_tx_lock(struct trdma_qp *qp);
 void trdma_tx_unlock(struct trdma_qp *qp);

@@ -472,7 +472,7 @@ static void trdma_rx_queue_resp(struct trdma_qp *qp,
 	qp->rd_tail++;
 	spin_unlock_irqrestore(&qp->lock, flags);
 	qp->rx.expected_msn++;
-	trdma_tx_kick(qp);
+	qp->rx.resp_queued = true;	/* trdma_rx_drain() sends them */
 }
 
 /*
@@ -964,6 +964,7 @@ void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 	if (qp->rx.dead)
 		return;
 	qp->rx.acked_bytes = 0;
+	qp->rx.resp_queued = false;
 	tcp_read_sock(sk, &rd, trdma_rx_actor);
 
 	spin_lock_irqsave(&qp->lock, flags);
@@ -978,6 +979,8 @@ void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 		trdma_tx_ack_soon(qp, sock_owned_by_user(sk) ||
 				  qp->rx.acked_bytes > TRDMA_RX_ACK_INLINE_MAX ?
 				  NULL : sk);
+	if (qp->rx.resp_queued)
+		trdma_tx_resp_soon(qp, sock_owned_by_user(sk) ? NULL : sk);
 }
 
 void trdma_rx_data_ready(struct sock *sk)

@@ -663,9 +663,12 @@ static bool trdma_seg_flat(const struct trdma_tx_seg *seg)
  * is copied behind the headers and goes with them in one call; the last
  * bytes of a segment sent that way carry MSG_EOR (TCP starts the next
  * segment in a new skb, for the TCP option), saving trdma_txopt_end() the
- * socket lock.
+ * socket lock.  locked: from the receive path (see trdma_tx_own_from_rx()),
+ * which sends only what is copied and gives up (-EAGAIN) where it would
+ * have to wait or grow the option records.
  */
-static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
+static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
+			 bool locked)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
 	u32 flat;
@@ -678,13 +681,15 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
 				return rv;
 			seg->copied = true;
 		}
-		trdma_txopt_begin(qp, sock->sk, seg->hdr_len + seg->len,
-				  (const struct trdma_bth *)seg->hdr, true);
+		if (!trdma_txopt_begin(qp, sock->sk, seg->hdr_len + seg->len,
+				       (const struct trdma_bth *)seg->hdr,
+				       !locked) && locked)
+			return -EAGAIN;
 		seg->opt_noted = true;
 	}
 	flat = seg->hdr_len + (seg->copied ? seg->len : 0);
 	while (seg->hdr_sent < flat) {
-		rv = trdma_tx_copy(sock->sk, false, seg->hdr + seg->hdr_sent,
+		rv = trdma_tx_copy(sock->sk, locked, seg->hdr + seg->hdr_sent,
 				   flat - seg->hdr_sent,
 				   trdma_seg_flat(seg) ? trdma_txopt_eor(qp) :
 							 MSG_MORE);
@@ -694,6 +699,8 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock)
 	}
 	if (seg->copied)
 		seg->sent = seg->len;
+	if (locked && seg->sent < seg->len)
+		return -EAGAIN;		/* pages go from process context */
 	while (seg->sent < seg->len) {
 		rv = seg->kind == TRDMA_SEG_WQE ?
 			trdma_tx_wqe_payload(qp, sock) :
@@ -788,7 +795,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 	while (qp->sock) {
 		if (qp->seg.kind == TRDMA_SEG_NONE && !trdma_tx_next_seg(qp))
 			break;
-		rv = trdma_tx_push(qp, qp->sock);
+		rv = trdma_tx_push(qp, qp->sock, false);
 		if (rv == -EAGAIN)
 			break;	/* write_space kicks us again */
 		if (rv)
@@ -836,30 +843,58 @@ static void trdma_tx_disown(struct trdma_qp *qp)
 }
 
 /*
- * Sends the owed ACK from the receive path: softirq, in the socket's
- * sk_data_ready or sk_state_change with its spinlock held and no process
- * owning it, where TCP sends its own ACKs from.  Saves waking the worker
- * (two context switches, and on an idle CPU a wake-up) per ACK of a
- * one-way stream.  Only when no one else transmits and no segment is half
- * out; a NAK that closes the connection is left to the worker.  False
- * when the ACK is not all out: then the worker sends what is left.
+ * Becomes the QP's transmitter from the receive path: softirq, in the
+ * socket sk's sk_data_ready or sk_state_change with its spinlock held and
+ * no process owning it, where TCP sends its own ACKs from.  Only when no
+ * one else transmits and no segment is half out.
  */
-static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
+static bool trdma_tx_own_from_rx(struct trdma_qp *qp, struct sock *sk)
 {
-	struct trdma_tx_seg *seg = &qp->seg;
-	struct trdma_aeth aeth;
-	unsigned long flags;
-	bool owed, built = false, done = false;
-	gfp_t gfp;
-	int rv;
-
 	if (sock_owned_by_user(sk) ||
 	    test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
 		return false;
-	if (!qp->sock || qp->sock->sk != sk || seg->kind != TRDMA_SEG_NONE) {
-		trdma_tx_disown(qp);
+	if (qp->sock && qp->sock->sk == sk && qp->seg.kind == TRDMA_SEG_NONE)
+		return true;
+	trdma_tx_disown(qp);
+	return false;
+}
+
+/*
+ * Pushes qp->seg from the receive path, owning; true when all of it went
+ * (else the worker sends the rest).
+ */
+static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
+{
+	gfp_t gfp = sk->sk_allocation;
+	int rv;
+
+	/* No sleeping allocation, and not current's page_frag. */
+	sk->sk_allocation = GFP_ATOMIC;
+	rv = trdma_tx_push(qp, qp->sock, true);
+	sk->sk_allocation = gfp;
+	if (rv)
 		return false;
-	}
+	trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len, true);
+	trdma_tx_count(qp);
+	trdma_tx_seg_done(qp);
+	return true;
+}
+
+/*
+ * Sends the owed ACK from the receive path (trdma_tx_own_from_rx()).
+ * Saves waking the worker (two context switches, and on an idle CPU a
+ * wake-up) per ACK of a one-way stream.  A NAK that closes the connection
+ * is left to the worker.  False when the ACK is not all out: then the
+ * worker sends what is left.
+ */
+static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
+{
+	struct trdma_aeth aeth;
+	unsigned long flags;
+	bool owed, built = false, done = false;
+
+	if (!trdma_tx_own_from_rx(qp, sk))
+		return false;
 	spin_lock_irqsave(&qp->lock, flags);
 	owed = qp->ack_pending;
 	if (owed && !qp->close_after_nak &&
@@ -870,29 +905,55 @@ static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
 		built = true;
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
-	if (!built || !trdma_txopt_begin(qp, sk, seg->hdr_len,
-					 (const struct trdma_bth *)seg->hdr,
-					 false))
-		goto out;
-	seg->opt_noted = true;
-	/* No sleeping allocation, and not current's page_frag. */
-	gfp = sk->sk_allocation;
-	sk->sk_allocation = GFP_ATOMIC;
-	rv = trdma_tx_copy(sk, true, seg->hdr, seg->hdr_len,
-			   trdma_txopt_eor(qp));
-	sk->sk_allocation = gfp;
-	if (rv <= 0)
-		goto out;
-	seg->hdr_sent = rv;
-	if (seg->hdr_sent < seg->hdr_len)
-		goto out;
-	trdma_txopt_end(qp, qp->sock, seg->hdr_len, true);
-	trdma_tx_count(qp);
-	trdma_tx_seg_done(qp);
-	done = true;
-out:
+	if (built)
+		done = trdma_tx_push_from_rx(qp, sk);
 	trdma_tx_disown(qp);
 	return done || !owed;
+}
+
+/*
+ * Sends READ and atomic responses from the receive path, as
+ * trdma_tx_ack_from_rx() sends an ACK: those whose payload is copied (at
+ * most TRDMA_TX_COPY_MAX bytes left), and only while no ACK is owed (that
+ * goes first, by the worker).  Saves a READ of a few bytes the worker's
+ * wake-up.  False when responses are left for the worker.
+ */
+static bool trdma_tx_resp_from_rx(struct trdma_qp *qp, struct sock *sk)
+{
+	unsigned long flags;
+	bool left = true;
+
+	if (!trdma_tx_own_from_rx(qp, sk))
+		return false;
+	for (;;) {
+		const struct trdma_rd_resp *r;
+		bool small;
+
+		spin_lock_irqsave(&qp->lock, flags);
+		left = qp->rd_head != qp->rd_tail;
+		r = trdma_tx_rd_head(qp);
+		small = left && !qp->ack_pending &&
+			(qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS) &&
+			r->len - r->sent <= TRDMA_TX_COPY_MAX;
+		spin_unlock_irqrestore(&qp->lock, flags);
+		/* Only the receive path, which is us, adds responses. */
+		if (!small || !trdma_tx_next_seg(qp) ||
+		    !trdma_tx_push_from_rx(qp, sk))
+			break;
+	}
+	trdma_tx_disown(qp);
+	return !left;
+}
+
+/*
+ * The receive path queued READ or atomic responses.  sk as for
+ * trdma_tx_ack_soon(): they go from here where they can, else the worker
+ * sends them.  Any context.
+ */
+void trdma_tx_resp_soon(struct trdma_qp *qp, struct sock *sk)
+{
+	if (!sk || !trdma_tx_resp_from_rx(qp, sk))
+		trdma_tx_kick(qp);
 }
 
 /*
