@@ -337,13 +337,14 @@ void trdma_cm_detach(struct trdma_qp *qp)
 /*
  * One attempt of the active side: a socket from src to dst, the hellos
  * exchanged.  On success *sockp is the connected socket; on failure it is
- * released.  -ECANCELED when the QP left RTR/RTS before the attempt began.
+ * released and *step names what failed.  -ECANCELED when the QP left
+ * RTR/RTS before the attempt began.
  */
 static int trdma_cm_dial(struct trdma_qp *qp, int family,
 			 struct sockaddr_storage *src,
 			 struct sockaddr_storage *dst, int len, bool self,
 			 struct trdma_hello *hello, struct trdma_hello *reply,
-			 struct socket **sockp)
+			 struct socket **sockp, const char **step)
 {
 	struct msghdr msg = {};
 	struct socket *sock;
@@ -351,6 +352,7 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	int rv;
 
 	*sockp = NULL;
+	*step = "socket";
 	rv = sock_create_kern(&init_net, family, SOCK_STREAM, IPPROTO_TCP,
 			      &sock);
 	if (rv)
@@ -369,17 +371,22 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	if (rv)
 		goto out;
 
+	*step = "bind";
 	rv = kernel_bind(sock, (struct sockaddr *)src, len);
 	if (!rv && self)
 		rv = trdma_cm_self_port(sock, dst);
-	if (!rv)
-		rv = kernel_connect(sock, (struct sockaddr *)dst, len, 0);
 	if (!rv) {
+		*step = "connect";
+		rv = kernel_connect(sock, (struct sockaddr *)dst, len, 0);
+	}
+	if (!rv) {
+		*step = "hello";
 		trdma_hello_init(hello, qp, TRDMA_HELLO_REQ);
 		hello->start_msn = cpu_to_be32(qp->attr.rq_psn);
 		rv = trdma_send_all(sock, hello, sizeof(*hello));
 	}
 	if (!rv) {
+		*step = "reply";
 		iov.iov_base = reply;
 		iov.iov_len = sizeof(*reply);
 		rv = kernel_recvmsg(sock, &msg, &iov, 1, sizeof(*reply),
@@ -412,6 +419,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 	struct sockaddr_storage src = {}, dst = {};
 	struct trdma_hello hello, reply;
 	bool self = trdma_cm_is_self(qp);
+	const char *step = "";
 	int family, len, attempt, rv;
 	struct socket *sock;
 
@@ -451,7 +459,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 	 */
 	for (attempt = 0;; attempt++) {
 		rv = trdma_cm_dial(qp, family, &src, &dst, len, self, &hello,
-				   &reply, &sock);
+				   &reply, &sock, &step);
 		if (!rv || rv == -ECANCELED || !self ||
 		    attempt + 1 >= TRDMA_SELF_ATTEMPTS)
 			break;
@@ -481,9 +489,9 @@ fail:
 	} else {
 		/* Why a QP went to error: worth a line in the log. */
 		ibdev_info_ratelimited(qp->ibqp.device,
-				       "QP %u: connect to QP %u failed: %d\n",
+				       "QP %u: connect to QP %u failed (%s): %d\n",
 				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
-				       rv);
+				       step, rv);
 		trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 	}
@@ -642,6 +650,11 @@ static void trdma_pending_scan(struct work_struct *work)
 			pr_debug("trdma: refusing connection: %d\n", rv);
 			trdma_pending_reject(p, rv);
 		} else if (time_after(jiffies, p->deadline)) {
+			pr_info_ratelimited("trdma: connection to QP %u: %s in %u s, refused\n",
+					    be32_to_cpu(p->hello.dst_qpn),
+					    p->got < sizeof(p->hello) ?
+					    "no hello" : "QP not ready",
+					    trdma_accept_timeout);
 			trdma_pending_reject(p, -ETIMEDOUT);
 		} else {
 			again = true;
