@@ -86,6 +86,7 @@ enum trdma_counter {
 	TRDMA_CNT_TCPOPT_LEFT_OFF,
 	TRDMA_CNT_TCPOPT_AGREE,
 	TRDMA_CNT_TCPOPT_DISAGREE,
+	TRDMA_CNT_TX_FROM_RX,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -510,6 +511,12 @@ to_tmmap(struct rdma_user_mmap_entry *e)
 static inline struct trdma_dev *to_tdev(struct ib_device *ibdev)
 {
 	return container_of(ibdev, struct trdma_dev, ibdev);
+}
+
+/* RTR or RTS: the states in which a QP has (or makes) its connection. */
+static inline bool trdma_state_connected(enum ib_qp_state state)
+{
+	return state == IB_QPS_RTR || state == IB_QPS_RTS;
 }
 
 static inline void trdma_count(struct trdma_dev *tdev, enum trdma_counter c,

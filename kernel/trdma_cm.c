@@ -363,7 +363,7 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 
 	/* Destroy moves the QP to ERR first, then shuts down connecting. */
 	mutex_lock(&qp->state_mutex);
-	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS)
+	if (!trdma_state_connected(qp->state))
 		rv = -ECANCELED;
 	else
 		qp->connecting = sock;
@@ -471,7 +471,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 
 	mutex_lock(&qp->state_mutex);
 	qp->connecting = NULL;
-	if (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS) {
+	if (trdma_state_connected(qp->state)) {
 		trdma_cm_attach(qp, sock, &reply);
 		sock = NULL;
 	} else {

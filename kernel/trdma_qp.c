@@ -675,8 +675,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	 * ACKs for messages whose completions the application may have seen
 	 * go out first: the peer completes its WRs on them.
 	 */
-	if (READ_ONCE(qp->state) == IB_QPS_RTR ||
-	    READ_ONCE(qp->state) == IB_QPS_RTS)
+	if (trdma_state_connected(READ_ONCE(qp->state)))
 		trdma_tx_sync(qp);
 
 	mutex_lock(&qp->state_mutex);

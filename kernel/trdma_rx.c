@@ -971,16 +971,16 @@ void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 	ack = qp->ack_pending;
 	spin_unlock_irqrestore(&qp->lock, flags);
 	/*
-	 * Unowned, the socket's spinlock is ours: the ACK may go from here,
-	 * unless it acknowledges much: then a wake-up is cheap beside the
-	 * data, and the worker, coming later, acknowledges more at once.
+	 * Where the socket is not owned its spinlock is ours, and the ACK
+	 * and small responses may go from here (the transmitter checks),
+	 * unless the ACK acknowledges much: then a wake-up is cheap beside
+	 * the data, and the worker, coming later, acknowledges more at once.
 	 */
 	if (ack)
-		trdma_tx_ack_soon(qp, sock_owned_by_user(sk) ||
-				  qp->rx.acked_bytes > TRDMA_RX_ACK_INLINE_MAX ?
-				  NULL : sk);
+		trdma_tx_ack_soon(qp, qp->rx.acked_bytes >
+				  TRDMA_RX_ACK_INLINE_MAX ? NULL : sk);
 	if (qp->rx.resp_queued)
-		trdma_tx_resp_soon(qp, sock_owned_by_user(sk) ? NULL : sk);
+		trdma_tx_resp_soon(qp, sk);
 }
 
 void trdma_rx_data_ready(struct sock *sk)

@@ -53,9 +53,9 @@ MODULE_PARM_DESC(ack_coalesce_us,
  * at most ack_delay_us; not at all when requests come later than that
  * anyway.  So a fast machine holds microseconds, a slow one (the lab's
  * emulated hosts) a few hundred.  Otherwise, or for a NAK, it goes now:
- * from here where sk is given (the receive path in softirq, holding that
- * socket's spinlock, trdma_tx_ack_from_rx()), else by the worker.  Any
- * context.
+ * from here where sk is given and no process owns it (the receive path in
+ * softirq, holding that socket's spinlock, trdma_tx_ack_from_rx()), else
+ * by the worker.  Any context.
  */
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 {
@@ -371,10 +371,13 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 }
 
 /* The owed ACK (or NAK) goes alone: into qp->seg.  Under qp->lock. */
-static void trdma_tx_ack_seg(struct trdma_qp *qp,
-			     const struct trdma_aeth *aeth)
+static void trdma_tx_ack_seg(struct trdma_qp *qp)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
+	struct trdma_aeth aeth = {
+		.syndrome = qp->ack_syndrome,
+		.msn = cpu_to_be32(qp->ack_msn),
+	};
 
 	qp->ack_pending = false;
 	qp->ack_req = false;
@@ -384,7 +387,7 @@ static void trdma_tx_ack_seg(struct trdma_qp *qp,
 	seg->msg_off = 0;
 	seg->last = true;
 	trdma_seg_hdr(seg, TRDMA_OP_ACK, 0, qp->attr.dest_qp_num, qp->ack_msn,
-		      NULL, aeth, NULL);
+		      NULL, &aeth, NULL);
 }
 
 /*
@@ -400,7 +403,7 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 
 	spin_lock_irqsave(&qp->lock, flags);
 	/* In ERR only a last NAK still goes out. */
-	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS &&
+	if (!trdma_state_connected(qp->state) &&
 	    !(qp->ack_pending && qp->close_after_nak)) {
 		ok = false;
 		goto out;
@@ -425,7 +428,7 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 			hrtimer_try_to_cancel(&qp->ack_timer);
 			goto out;
 		}
-		trdma_tx_ack_seg(qp, &aeth);
+		trdma_tx_ack_seg(qp);
 		goto out;
 	}
 
@@ -786,6 +789,19 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 	spin_unlock_irqrestore(&qp->lock, flags);
 }
 
+/*
+ * The current segment is all queued in TCP: close its record, count it.
+ * From the receive path the segment is flat (trdma_tx_push() in locked
+ * mode sends nothing else), so no socket lock is taken there.
+ */
+static void trdma_tx_seg_sent(struct trdma_qp *qp)
+{
+	trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len,
+			trdma_seg_flat(&qp->seg));
+	trdma_tx_count(qp);
+	trdma_tx_seg_done(qp);
+}
+
 /* Puts what there is to send on the wire.  Under tx_mutex, owning. */
 static int trdma_tx_run(struct trdma_qp *qp)
 {
@@ -800,10 +816,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			break;	/* write_space kicks us again */
 		if (rv)
 			break;
-		trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len,
-				trdma_seg_flat(&qp->seg));
-		trdma_tx_count(qp);
-		trdma_tx_seg_done(qp);
+		trdma_tx_seg_sent(qp);
 		if (qp->close_after_nak && !qp->ack_pending) {
 			/* The NAK is out: now the connection goes. */
 			qp->close_after_nak = false;
@@ -874,9 +887,8 @@ static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
 	sk->sk_allocation = gfp;
 	if (rv)
 		return false;
-	trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len, true);
-	trdma_tx_count(qp);
-	trdma_tx_seg_done(qp);
+	trdma_tx_seg_sent(qp);
+	trdma_count(qp->tdev, TRDMA_CNT_TX_FROM_RX, 1);
 	return true;
 }
 
@@ -889,7 +901,6 @@ static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
  */
 static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
 {
-	struct trdma_aeth aeth;
 	unsigned long flags;
 	bool owed, built = false, done = false;
 
@@ -897,11 +908,8 @@ static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
 		return false;
 	spin_lock_irqsave(&qp->lock, flags);
 	owed = qp->ack_pending;
-	if (owed && !qp->close_after_nak &&
-	    (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS)) {
-		aeth.syndrome = qp->ack_syndrome;
-		aeth.msn = cpu_to_be32(qp->ack_msn);
-		trdma_tx_ack_seg(qp, &aeth);
+	if (owed && !qp->close_after_nak && trdma_state_connected(qp->state)) {
+		trdma_tx_ack_seg(qp);
 		built = true;
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
@@ -933,7 +941,7 @@ static bool trdma_tx_resp_from_rx(struct trdma_qp *qp, struct sock *sk)
 		left = qp->rd_head != qp->rd_tail;
 		r = trdma_tx_rd_head(qp);
 		small = left && !qp->ack_pending &&
-			(qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS) &&
+			trdma_state_connected(qp->state) &&
 			r->len - r->sent <= TRDMA_TX_COPY_MAX;
 		spin_unlock_irqrestore(&qp->lock, flags);
 		/* Only the receive path, which is us, adds responses. */

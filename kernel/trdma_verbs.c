@@ -74,6 +74,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_TCPOPT_LEFT_OFF].name = "tcp_option_left_off",
 	[TRDMA_CNT_TCPOPT_AGREE].name = "tcp_option_agree",
 	[TRDMA_CNT_TCPOPT_DISAGREE].name = "tcp_option_disagree",
+	[TRDMA_CNT_TX_FROM_RX].name = "tx_from_rx",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

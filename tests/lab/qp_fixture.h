@@ -121,6 +121,27 @@ class DataPathTest : public ::testing::Test {
                              IBV_QP_MAX_QP_RD_ATOMIC);
   }
 
+  // s's peer QP was destroyed at t0, s owing it nothing: s is not failed
+  // at once (no completion in 300 ms) but after peer_close_grace
+  // (IBV_EVENT_QP_FATAL no sooner than 900 ms after t0), and then its n
+  // receives, wr_ids first to first + n - 1, flush in order.
+  void ExpectPeerCloseGrace(Side &s, std::chrono::steady_clock::time_point t0,
+                            uint64_t first, int n) {
+    ibv_wc none;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(ibv_poll_cq(s.cq, 1, &none), 0) << "error completion at once";
+    EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - t0)
+                  .count();
+    EXPECT_GE(ms, 900);
+    for (int i = 0; i < n; i++) {
+      ibv_wc r = Wait(s.cq);
+      EXPECT_EQ(r.wr_id, first + i);
+      EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+    }
+  }
+
   // Waits for one completion on cq (10 s).
   ibv_wc Wait(ibv_cq *cq) {
     ibv_wc wc = {};
