@@ -32,6 +32,22 @@ MODULE_PARM_DESC(accept_timeout,
 
 struct workqueue_struct *trdma_wq;
 
+/*
+ * Connection set-up has workqueues of its own.  An active side's dial
+ * blocks until the peer answers (trdma_cm_dial(), up to accept_timeout + 5
+ * seconds), and the answer may need this host's own accept and pending
+ * work (a QP connected to one of the same host, or of the same guest in
+ * the lab).  On one workqueue the dials could hold back the work they wait
+ * for: behind max_active blocked dials (1,024 QPs connecting at once), or
+ * behind the one dial trdma_wq's rescuer runs when workers are slow to
+ * start (WQ_MEM_RECLAIM) -- seen as every dial of a burst failing at once
+ * after 15 s.  So dials go on trdma_dial_wq (no rescuer: set-up is not
+ * reclaim's business) and accepting on the ordered trdma_accept_wq, whose
+ * work never waits for a peer.
+ */
+static struct workqueue_struct *trdma_dial_wq;
+static struct workqueue_struct *trdma_accept_wq;
+
 static struct socket *trdma_listen;
 static void (*trdma_listen_saved_data_ready)(struct sock *sk);
 static struct work_struct trdma_accept_work;
@@ -506,10 +522,10 @@ void trdma_cm_qp_rtr(struct trdma_qp *qp)
 		return;
 	if (trdma_cm_is_active(qp)) {
 		refcount_inc(&qp->ref);
-		if (!queue_work(trdma_wq, &qp->connect_work))
+		if (!queue_work(trdma_dial_wq, &qp->connect_work))
 			trdma_qp_put(qp);
 	} else {
-		mod_delayed_work(trdma_wq, &trdma_pending_work, 0);
+		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 	}
 }
 
@@ -529,7 +545,7 @@ void trdma_cm_qp_destroy(struct trdma_qp *qp)
 
 static void trdma_pending_data_ready(struct sock *sk)
 {
-	mod_delayed_work(trdma_wq, &trdma_pending_work, 0);
+	mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 }
 
 static void trdma_pending_close(struct trdma_pending *p)
@@ -661,7 +677,8 @@ static void trdma_pending_scan(struct work_struct *work)
 		}
 	}
 	if (again && !trdma_cm_stopping)
-		queue_delayed_work(trdma_wq, &trdma_pending_work, HZ / 10);
+		queue_delayed_work(trdma_accept_wq, &trdma_pending_work,
+				   HZ / 10);
 	mutex_unlock(&trdma_pending_lock);
 }
 
@@ -693,12 +710,12 @@ static void trdma_accept(struct work_struct *work)
 		list_add_tail(&p->list, &trdma_pending_list);
 		mutex_unlock(&trdma_pending_lock);
 	}
-	mod_delayed_work(trdma_wq, &trdma_pending_work, 0);
+	mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 }
 
 static void trdma_listen_data_ready(struct sock *sk)
 {
-	queue_work(trdma_wq, &trdma_accept_work);
+	queue_work(trdma_accept_wq, &trdma_accept_work);
 }
 
 int trdma_cm_init(void)
@@ -712,13 +729,20 @@ int trdma_cm_init(void)
 	trdma_wq = alloc_workqueue("trdma", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!trdma_wq)
 		return -ENOMEM;
+	rv = -ENOMEM;
+	trdma_dial_wq = alloc_workqueue("trdma_dial", WQ_UNBOUND, 0);
+	if (!trdma_dial_wq)
+		goto err_wq;
+	trdma_accept_wq = alloc_ordered_workqueue("trdma_accept", 0);
+	if (!trdma_accept_wq)
+		goto err_dial_wq;
 	INIT_WORK(&trdma_accept_work, trdma_accept);
 	INIT_DELAYED_WORK(&trdma_pending_work, trdma_pending_scan);
 
 	rv = sock_create_kern(&init_net, AF_INET6, SOCK_STREAM, IPPROTO_TCP,
 			      &trdma_listen);
 	if (rv)
-		goto err_wq;
+		goto err_accept_wq;
 	sock_set_reuseaddr(trdma_listen->sk);
 	a.sin6_port = htons(trdma_port);
 	rv = kernel_bind(trdma_listen, (struct sockaddr *)&a, sizeof(a));
@@ -746,6 +770,10 @@ err_sock:
 	sock_release(trdma_listen);
 	trdma_listen = NULL;
 	pr_err("trdma: cannot listen on TCP port %u: %d\n", trdma_port, rv);
+err_accept_wq:
+	destroy_workqueue(trdma_accept_wq);
+err_dial_wq:
+	destroy_workqueue(trdma_dial_wq);
 err_wq:
 	destroy_workqueue(trdma_wq);
 	return rv;
@@ -770,5 +798,7 @@ void trdma_cm_exit(void)
 	list_for_each_entry_safe(p, next, &trdma_pending_list, list)
 		trdma_pending_close(p);
 	mutex_unlock(&trdma_pending_lock);
+	destroy_workqueue(trdma_accept_wq);
+	destroy_workqueue(trdma_dial_wq);
 	destroy_workqueue(trdma_wq);
 }
