@@ -872,7 +872,7 @@ class Engine {
     st_.success++;
     st_.op_success[w.op]++;
     Ep &p = *e.peer;
-    bool ok = wc.opcode == SendWcOpcode(w.op);
+    bool ok = wc.opcode == trdma_send_wc_opcode(w.op);
     switch (w.op) {
       case IBV_WR_RDMA_WRITE:
       case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -1390,7 +1390,7 @@ TEST_F(FaultTest, PeerProcessKilledMidTransfer) {
     Wr w = sq.front();
     sq.pop_front();
     if (wc.status != IBV_WC_SUCCESS) return;
-    bool good = wc.opcode == SendWcOpcode(w.op);
+    bool good = wc.opcode == trdma_send_wc_opcode(w.op);
     if (w.op == IBV_WR_RDMA_READ)
       good = good && wc.byte_len == w.len &&
              IsPattern(buf + kParRdst + w.slot * size_t{kPm}, w.len, w.key,

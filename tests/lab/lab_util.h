@@ -17,6 +17,8 @@
 #include <sstream>
 #include <string>
 
+#include "../common/wc_opcode.h"
+
 namespace trdma_lab {
 
 using Clock = std::chrono::steady_clock;
@@ -70,22 +72,6 @@ inline bool IsAtomic(ibv_wr_opcode op) {
 }
 
 // The completion opcode of a send WR.
-inline ibv_wc_opcode SendWcOpcode(ibv_wr_opcode op) {
-  switch (op) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ:
-      return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-      return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      return IBV_WC_FETCH_ADD;
-    default:
-      return IBV_WC_SEND;
-  }
-}
-
 inline const char *OpName(ibv_wr_opcode op) {
   switch (op) {
     case IBV_WR_SEND:

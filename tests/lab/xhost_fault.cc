@@ -62,7 +62,6 @@ using trdma_lab::Ms;
 using trdma_lab::OpName;
 using trdma_lab::Pattern;
 using trdma_lab::ReadFull;
-using trdma_lab::SendWcOpcode;
 using trdma_lab::SplitMix;
 using trdma_lab::TcpRetransSegs;
 
@@ -464,7 +463,7 @@ class Side {
     Wr w = *it;
     sq_.erase(it);
     if (wc.status != IBV_WC_SUCCESS) return;
-    bool good = wc.opcode == SendWcOpcode(w.op);
+    bool good = wc.opcode == trdma_send_wc_opcode(w.op);
     if (w.op == IBV_WR_RDMA_READ)
       good = good && wc.byte_len == w.len &&
              IsPattern(buf_ + kRdst + w.slot * size_t{kM}, w.len, w.key,

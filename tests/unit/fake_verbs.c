@@ -23,6 +23,7 @@
 #include "trdma.h"
 
 #include "fake_verbs.h"
+#include "../common/wc_opcode.h"
 
 #define FK_MAX_OBJS	64
 #define FK_MAX_SGE	16
@@ -191,23 +192,6 @@ static void fk_complete(struct fk_qp *qp, struct fk_cq *cq, uint64_t wr_id,
 	fk_cq_post(cq, &cqe);
 }
 
-static uint8_t fk_wc_opcode(uint8_t wr_opcode)
-{
-	switch (wr_opcode) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
 /* ---- the kernel: QPs ---- */
 
 static void fk_sq_flush(struct fk_qp *qp)
@@ -221,7 +205,8 @@ static void fk_sq_flush(struct fk_qp *qp)
 	for (; qp->sq_intake != prod; qp->sq_intake++) {
 		struct trdma_sqe *sqe = fk_slot(&qp->sq, qp->sq_intake);
 
-		fk_complete(qp, qp->scq, sqe->wr_id, fk_wc_opcode(sqe->opcode),
+		fk_complete(qp, qp->scq, sqe->wr_id,
+			    trdma_send_wc_opcode(sqe->opcode),
 			    IBV_WC_WR_FLUSH_ERR, 0);
 	}
 	fk_store_cons(&qp->sq, qp->sq_intake);
@@ -318,7 +303,7 @@ static void fk_sq_kick(struct fk_qp *qp)
 		qp->sq_intake++;
 		if (status != IBV_WC_SUCCESS) {
 			fk_complete(qp, qp->scq, sqe->wr_id,
-				    fk_wc_opcode(sqe->opcode), status, 0);
+				    trdma_send_wc_opcode(sqe->opcode), status, 0);
 			fk_store_cons(&qp->sq, qp->sq_intake);
 			fk_qp_to_error(qp);
 			return;
@@ -333,7 +318,7 @@ static void fk_sq_kick(struct fk_qp *qp)
 		}
 		if (sqe->flags & TRDMA_WQE_SIGNALED)
 			fk_complete(qp, qp->scq, sqe->wr_id,
-				    fk_wc_opcode(sqe->opcode), IBV_WC_SUCCESS,
+				    trdma_send_wc_opcode(sqe->opcode), IBV_WC_SUCCESS,
 				    len);
 	}
 	fk_store_cons(&qp->sq, qp->sq_intake);
