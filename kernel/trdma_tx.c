@@ -370,14 +370,20 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 	return true;
 }
 
+/* The AETH of the ACK (or NAK) owed.  Under qp->lock. */
+static struct trdma_aeth trdma_tx_owed_aeth(const struct trdma_qp *qp)
+{
+	return (struct trdma_aeth){
+		.syndrome = qp->ack_syndrome,
+		.msn = cpu_to_be32(qp->ack_msn),
+	};
+}
+
 /* The owed ACK (or NAK) goes alone: into qp->seg.  Under qp->lock. */
 static void trdma_tx_ack_seg(struct trdma_qp *qp)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
-	struct trdma_aeth aeth = {
-		.syndrome = qp->ack_syndrome,
-		.msn = cpu_to_be32(qp->ack_msn),
-	};
+	struct trdma_aeth aeth = trdma_tx_owed_aeth(qp);
 
 	qp->ack_pending = false;
 	qp->ack_req = false;
@@ -410,10 +416,7 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 	}
 
 	if (qp->ack_pending) {
-		struct trdma_aeth aeth = {
-			.syndrome = qp->ack_syndrome,
-			.msn = cpu_to_be32(qp->ack_msn),
-		};
+		struct trdma_aeth aeth = trdma_tx_owed_aeth(qp);
 
 		/*
 		 * A plain ACK rides along with a request that goes out now

@@ -71,7 +71,6 @@ inline bool IsAtomic(ibv_wr_opcode op) {
   return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-// The completion opcode of a send WR.
 inline const char *OpName(ibv_wr_opcode op) {
   switch (op) {
     case IBV_WR_SEND:
