@@ -87,6 +87,14 @@ enum trdma_counter {
 	TRDMA_CNT_TCPOPT_AGREE,
 	TRDMA_CNT_TCPOPT_DISAGREE,
 	TRDMA_CNT_TX_FROM_RX,
+	TRDMA_CNT_UD_TX,
+	TRDMA_CNT_UD_TX_DROPPED,
+	TRDMA_CNT_UD_RX,
+	TRDMA_CNT_UD_RX_MALFORMED,
+	TRDMA_CNT_UD_RX_NO_QP,
+	TRDMA_CNT_UD_RX_QKEY,
+	TRDMA_CNT_UD_RX_NO_RQE,
+	TRDMA_CNT_UD_RX_TOO_LONG,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -115,7 +123,10 @@ struct trdma_dev {
 	struct net_device *netdev;
 	netdevice_tracker netdev_tracker;
 
-	/* On trdma_dev_list; protected by trdma_dev_lock. */
+	/*
+	 * On trdma_dev_list: changed under trdma_dev_lock, walked under it or
+	 * under RCU (the datagram receive path).
+	 */
 	struct list_head list;
 	/* Netdev is being unregistered; protected by trdma_dev_lock. */
 	bool netdev_gone;
@@ -131,9 +142,19 @@ struct trdma_dev {
 	u32 mr_next;		/* xa_alloc_cyclic cursor, under xa lock */
 	atomic_t mr_key;	/* source of key bytes */
 
-	/* QPN -> struct trdma_qp. */
+	/*
+	 * QPN -> struct trdma_qp.  A BH lock: the datagram receive path looks
+	 * QPs up in softirq (trdma_qp_get).
+	 */
 	struct xarray qp_xa;
 	u32 qp_next;		/* xa_alloc_cyclic cursor, under xa lock */
+
+	/*
+	 * AH number -> struct trdma_ah, for UD send WQEs.  An IRQ lock:
+	 * create_ah and destroy_ah may be called in any context.
+	 */
+	struct xarray ah_xa;
+	u32 ah_next;		/* xa_alloc_cyclic cursor, under xa lock */
 
 	struct trdma_counts counts;
 	atomic64_t counters[TRDMA_NUM_COUNTERS];
@@ -226,9 +247,17 @@ struct trdma_srq {
 	bool is_user;
 };
 
+/*
+ * An address handle.  ah_num names it in UD send WQEs (ah_xa); the
+ * destination is kept as the datagram path needs it.
+ */
 struct trdma_ah {
 	struct ib_ah ibah;
 	struct rdma_ah_attr attr;
+	u32 ah_num;
+	union ib_gid sgid;
+	union ib_gid dgid;
+	int ifindex;		/* of the source GID's netdev: link-local scope */
 };
 
 #define TRDMA_MAX_RD_ATOM	16
@@ -310,6 +339,13 @@ struct trdma_txopt {
 	bool on;		/* tag this connection; under lock and sk lock */
 };
 
+/* A receive WQE as the receive path took it: the slot is read once. */
+struct trdma_rqe_copy {
+	u64 wr_id;
+	u32 num_sge;
+	struct trdma_sge sge[TRDMA_MAX_SGE];
+};
+
 /* Receive side state; only the socket's receive path touches it. */
 #define TRDMA_RX_OPTS	4
 
@@ -328,9 +364,7 @@ struct trdma_rx_state {
 	u64 req_va;
 	u32 req_rkey;
 	bool req_has_rqe;
-	u64 rqe_wr_id;
-	u32 rqe_num_sge;
-	struct trdma_sge rqe_sge[TRDMA_MAX_SGE];
+	struct trdma_rqe_copy rqe;
 	u32 imm;
 	bool has_imm;
 	/* Discarding requests until the peer resends this MSN (RNR). */
@@ -370,6 +404,7 @@ struct trdma_rx_state {
 struct trdma_qp {
 	struct ib_qp ibqp;
 	struct trdma_dev *tdev;
+	enum ib_qp_type type;		/* RC, UD or GSI */
 	struct mutex state_mutex;	/* see above */
 	spinlock_t lock;		/* see above */
 	enum ib_qp_state state;
@@ -470,7 +505,29 @@ struct trdma_qp {
 	struct delayed_work rnr_work;
 
 	struct trdma_rx_state rx;
+
+	/*
+	 * UD and GSI QPs (trdma_ud.c), by the holder of tx_mutex: the WQE
+	 * being sent (a copy of its slot), the datagram being built, and the
+	 * MSN of the next datagram.
+	 */
+	void *ud_sqe;
+	u8 *ud_buf;
+	u32 ud_msn;
 };
+
+/* Largest datagram header (trdma_ud.c): BTH, DETH and ImmDt. */
+#define TRDMA_UD_HDR_MAX	(sizeof(struct trdma_bth) + \
+				 sizeof(struct trdma_deth) + \
+				 sizeof(struct trdma_immdt))
+/* Largest datagram payload: the largest active MTU. */
+#define TRDMA_UD_MAX_PAYLOAD	4096
+
+/* Whether a QP sends datagrams (UD or GSI) rather than riding TCP. */
+static inline bool trdma_qp_is_ud(const struct trdma_qp *qp)
+{
+	return qp->type == IB_QPT_UD || qp->type == IB_QPT_GSI;
+}
 
 static inline struct trdma_pd *to_tpd(struct ib_pd *ibpd)
 {
@@ -537,6 +594,16 @@ static inline enum ib_port_state trdma_netdev_port_state(struct net_device *nd)
 							    IB_PORT_DOWN;
 }
 
+/*
+ * The active MTU a netdev's MTU allows: a path MTU's worth of payload and
+ * the TCP/IP and trdma headers around it, as a RoCE port derives it.
+ */
+static inline enum ib_mtu trdma_active_mtu(struct net_device *nd)
+{
+	return min(ib_mtu_int_to_enum(READ_ONCE(nd->mtu) -
+				      TRDMA_WIRE_OVERHEAD), IB_MTU_4096);
+}
+
 /* trdma_mem.c */
 int trdma_ring_alloc(struct trdma_ring *r, struct ib_ucontext *uctx,
 		     u32 num_slots, u32 slot_shift, u64 *mmap_key);
@@ -566,6 +633,8 @@ void trdma_complete(struct trdma_qp *qp, struct ib_cq *ibcq, u64 wr_id,
 		    enum ib_wc_opcode opcode, enum ib_wc_status status);
 void trdma_sq_retire(struct trdma_qp *qp);
 void *trdma_swq_slot(struct trdma_qp *qp, u32 idx);
+struct trdma_swqe_info *trdma_swi(struct trdma_qp *qp, u32 idx);
+void trdma_sq_wqe_done(struct trdma_qp *qp, u32 idx, enum ib_wc_status st);
 enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
 
 /* trdma_mem.c */
@@ -598,7 +667,17 @@ bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt);
 /* trdma_main.c */
 struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
 
+/* trdma_ud.c */
+int trdma_ud_init(void);
+void trdma_ud_exit(void);
+void trdma_ud_tx(struct trdma_qp *qp);
+void trdma_ud_tx_work(struct work_struct *work);
+u32 trdma_ud_mtu(struct trdma_dev *tdev);
+int trdma_ah_init(struct trdma_ah *ah, const struct rdma_ah_attr *attr);
+
 /* trdma_tx.c */
+int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
+		     u32 off, u32 len, u8 *dst);
 void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_now(struct trdma_qp *qp);
 void trdma_tx_answered(struct trdma_qp *qp);
@@ -617,6 +696,16 @@ void trdma_rx_data_ready(struct sock *sk);
 void trdma_rx_pump(struct trdma_qp *qp);
 void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk);
 void trdma_rx_flush(struct trdma_qp *qp);
+bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *rqe,
+		    bool *taken);
+int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
+		     u32 num_sge, u32 msg_off, struct sk_buff *skb, u32 off,
+		     u32 n);
+int trdma_place_sges_buf(struct trdma_qp *qp, const struct trdma_sge *sge,
+			 u32 num_sge, const void *buf, u32 n);
+
+/* trdma_main.c, for the datagram receive path (RCU, any context) */
+struct trdma_dev *trdma_dev_get_by_gid_rcu(const union ib_gid *gid);
 
 extern struct workqueue_struct *trdma_wq;
 

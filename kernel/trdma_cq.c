@@ -160,10 +160,18 @@ int trdma_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 				IB_WC_WITH_IMM : 0) |
 			       (cqe->wc_flags & TRDMA_CQE_F_WITH_INV ?
 				IB_WC_WITH_INVALIDATE : 0);
+		/* A datagram: what ib_init_ah_attr_from_wc() reads. */
+		if (cqe->wc_flags & TRDMA_CQE_F_GRH) {
+			wc->wc_flags |= IB_WC_GRH | IB_WC_WITH_NETWORK_HDR_TYPE;
+			wc->network_hdr_type =
+				cqe->wc_flags & TRDMA_CQE_F_NET_IPV6 ?
+				RDMA_NETWORK_IPV6 : RDMA_NETWORK_IPV4;
+		}
 		wc->vendor_err = cqe->vendor_err;
 		wc->byte_len = cqe->byte_len;
 		wc->ex.imm_data = (__force __be32)cqe->imm_data;
 		wc->src_qp = cqe->src_qp;
+		wc->sl = trdma_cqe_sl(cqe->wc_flags);
 		wc->port_num = 1;
 		/* NULL for a CQE whose QP was destroyed since. */
 		qp = xa_load(&tdev->qp_xa, cqe->qp_num);

@@ -130,6 +130,34 @@ struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid)
 	return found;
 }
 
+/*
+ * As trdma_dev_get_by_gid(), in any context: for the datagram receive path
+ * (softirq).
+ */
+struct trdma_dev *trdma_dev_get_by_gid_rcu(const union ib_gid *gid)
+{
+	const struct ib_gid_attr *attr;
+	struct trdma_dev *tdev, *found = NULL;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(tdev, &trdma_dev_list, list) {
+		if (READ_ONCE(tdev->netdev_gone) ||
+		    !ib_device_try_get(&tdev->ibdev))
+			continue;
+		attr = rdma_find_gid_by_port(&tdev->ibdev, gid,
+					     IB_GID_TYPE_ROCE_UDP_ENCAP, 1,
+					     NULL);
+		if (!IS_ERR(attr)) {
+			rdma_put_gid_attr(attr);
+			found = tdev;
+			break;
+		}
+		ib_device_put(&tdev->ibdev);
+	}
+	rcu_read_unlock();
+	return found;
+}
+
 static ssize_t hca_type_show(struct device *device,
 			     struct device_attribute *attr, char *buf)
 {
@@ -292,11 +320,15 @@ static void trdma_dealloc_driver(struct ib_device *ibdev)
 	struct trdma_dev *tdev = to_tdev(ibdev);
 
 	mutex_lock(&trdma_dev_lock);
-	list_del(&tdev->list);
+	list_del_rcu(&tdev->list);
 	mutex_unlock(&trdma_dev_lock);
+	/* No datagram receive still looks at it (trdma_dev_get_by_gid_rcu). */
+	synchronize_rcu();
 
 	netdev_put(tdev->netdev, &tdev->netdev_tracker);
-	WARN_ON(!xa_empty(&tdev->mr_xa) || !xa_empty(&tdev->qp_xa));
+	WARN_ON(!xa_empty(&tdev->mr_xa) || !xa_empty(&tdev->qp_xa) ||
+		!xa_empty(&tdev->ah_xa));
+	xa_destroy(&tdev->ah_xa);
 	xa_destroy(&tdev->mr_xa);
 	xa_destroy(&tdev->qp_xa);
 }
@@ -398,7 +430,8 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 	spin_lock_init(&tdev->knob_lock);
 	tdev->tcp_nodelay = true;
 	xa_init_flags(&tdev->mr_xa, XA_FLAGS_ALLOC1);
-	xa_init_flags(&tdev->qp_xa, XA_FLAGS_ALLOC);
+	xa_init_flags(&tdev->qp_xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);
+	xa_init_flags(&tdev->ah_xa, XA_FLAGS_ALLOC1 | XA_FLAGS_LOCK_IRQ);
 
 	mutex_lock(&trdma_dev_lock);
 	if (trdma_find_dev_locked(ndev)) {
@@ -408,7 +441,7 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 		ib_dealloc_device(ibdev);
 		return -EEXIST;
 	}
-	list_add_tail(&tdev->list, &trdma_dev_list);
+	list_add_tail_rcu(&tdev->list, &trdma_dev_list);
 	mutex_unlock(&trdma_dev_lock);
 
 	/* From here on, ib_dealloc_device() unwinds through dealloc_driver. */
@@ -547,14 +580,19 @@ static int __init trdma_init(void)
 	rv = trdma_tcpopt_init();
 	if (rv)
 		goto err_cm;
-	rv = register_netdevice_notifier(&trdma_netdev_nb);
+	rv = trdma_ud_init();
 	if (rv)
 		goto err_tcpopt;
+	rv = register_netdevice_notifier(&trdma_netdev_nb);
+	if (rv)
+		goto err_ud;
 
 	rdma_link_register(&trdma_link_ops);
 	pr_info("trdma: loaded, ABI %u\n", TRDMA_ABI_VERSION);
 	return 0;
 
+err_ud:
+	trdma_ud_exit();
 err_tcpopt:
 	trdma_tcpopt_exit();
 err_cm:
@@ -567,6 +605,7 @@ static void __exit trdma_exit(void)
 	rdma_link_unregister(&trdma_link_ops);
 	trdma_remove_all();
 	unregister_netdevice_notifier(&trdma_netdev_nb);
+	trdma_ud_exit();
 	trdma_tcpopt_exit();
 	trdma_cm_exit();
 	pr_info("trdma: unloaded\n");

@@ -20,7 +20,7 @@ void *trdma_swq_slot(struct trdma_qp *qp, u32 idx)
 			  qp->sq.slot_shift);
 }
 
-static struct trdma_swqe_info *trdma_swi(struct trdma_qp *qp, u32 idx)
+struct trdma_swqe_info *trdma_swi(struct trdma_qp *qp, u32 idx)
 {
 	return &qp->swi[idx & (qp->sq.num_slots - 1)];
 }
@@ -199,15 +199,42 @@ static void trdma_qp_to_error(struct trdma_qp *qp)
 	trdma_rq_flush(qp);
 }
 
+/*
+ * The datagram transmitter is done with WQE idx, the next to transmit:
+ * it retires in order, or, refused with status, ends the QP as an intake
+ * refusal does (its completion carries status, the rest are flushed).
+ */
+void trdma_sq_wqe_done(struct trdma_qp *qp, u32 idx, enum ib_wc_status st)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	/* A RESET or ERR since has dealt with it. */
+	if (qp->state == IB_QPS_RTS && qp->sq_tx == idx &&
+	    idx != qp->sq_intake) {
+		struct trdma_swqe_info *swi = trdma_swi(qp, idx);
+
+		swi->done = true;
+		qp->sq_tx++;
+		if (st == IB_WC_SUCCESS) {
+			trdma_sq_retire(qp);
+		} else {
+			swi->status = st;
+			trdma_qp_to_error(qp);
+		}
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+}
+
 struct trdma_qp *trdma_qp_get(struct trdma_dev *tdev, u32 qpn)
 {
 	struct trdma_qp *qp;
 
-	xa_lock(&tdev->qp_xa);
+	xa_lock_bh(&tdev->qp_xa);
 	qp = xa_load(&tdev->qp_xa, qpn);
 	if (qp && !refcount_inc_not_zero(&qp->ref))
 		qp = NULL;
-	xa_unlock(&tdev->qp_xa);
+	xa_unlock_bh(&tdev->qp_xa);
 	return qp;
 }
 
@@ -416,7 +443,17 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 	int i;
 
 	status = trdma_slot_sqe_check(sqe, &lim, len);
-	if (status != IB_WC_SUCCESS || sqe->flags & TRDMA_WQE_INLINE)
+	if (status != IB_WC_SUCCESS)
+		return status;
+	/* A datagram is one SEND of at most the port's MTU. */
+	if (trdma_qp_is_ud(qp)) {
+		if (sqe->opcode != IB_UVERBS_WR_SEND &&
+		    sqe->opcode != IB_UVERBS_WR_SEND_WITH_IMM)
+			return IB_WC_LOC_QP_OP_ERR;
+		if (*len > trdma_ud_mtu(qp->tdev))
+			return IB_WC_LOC_LEN_ERR;
+	}
+	if (sqe->flags & TRDMA_WQE_INLINE)
 		return status;
 
 	if (sqe->opcode == IB_UVERBS_WR_RDMA_READ ||
@@ -515,7 +552,9 @@ static void trdma_sq_kick(struct trdma_qp *qp, bool now)
 	/* A QP in ERR has no use for its connection: the peer learns it. */
 	if (failed)
 		trdma_qp_close(qp);
-	if (kick && now)
+	if (kick && now && trdma_qp_is_ud(qp))
+		trdma_ud_tx(qp);
+	else if (kick && now)
 		trdma_tx_now(qp);
 	else if (kick)
 		trdma_tx_kick(qp);
@@ -557,8 +596,16 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	u32 slots, shift, qpn, room;
 	int rv;
 
-	if (init->qp_type != IB_QPT_RC) {
-		/* Includes the GSI QP the MAD layer asks for: see docs. */
+	switch (init->qp_type) {
+	case IB_QPT_RC:
+	case IB_QPT_UD:
+		break;
+	case IB_QPT_GSI:
+		/* QP1, for the kernel's MAD layer only. */
+		if (udata || init->port_num != 1)
+			return -EINVAL;
+		break;
+	default:
 		ibdev_dbg(ibqp->device, "QP type %d not supported\n",
 			  init->qp_type);
 		return -EOPNOTSUPP;
@@ -574,13 +621,15 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		return -ENOMEM;
 
 	qp->tdev = tdev;
+	qp->type = init->qp_type;
 	mutex_init(&qp->state_mutex);
 	spin_lock_init(&qp->lock);
 	spin_lock_init(&qp->txopt.lock);
 	mutex_init(&qp->tx_mutex);
 	refcount_set(&qp->ref, 1);
 	init_completion(&qp->freed);
-	INIT_WORK(&qp->tx_work, trdma_tx_work);
+	INIT_WORK(&qp->tx_work, trdma_qp_is_ud(qp) ? trdma_ud_tx_work :
+						     trdma_tx_work);
 	INIT_WORK(&qp->connect_work, trdma_cm_connect_work);
 	INIT_WORK(&qp->fatal_work, trdma_qp_fatal_work);
 	INIT_DELAYED_WORK(&qp->peer_gone_work, trdma_qp_peer_gone_work);
@@ -615,6 +664,15 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	resp.sq_slots = slots;
 	resp.sq_wqe_shift = shift;
 	resp.max_inline_data = cap->max_inline_data;
+	if (trdma_qp_is_ud(qp)) {
+		qp->ud_sqe = kmalloc(1UL << shift, GFP_KERNEL);
+		qp->ud_buf = kmalloc(TRDMA_UD_HDR_MAX + TRDMA_UD_MAX_PAYLOAD,
+				     GFP_KERNEL);
+		if (!qp->ud_sqe || !qp->ud_buf) {
+			rv = -ENOMEM;
+			goto err_sq;
+		}
+	}
 
 	if (!init->srq) {
 		slots = roundup_pow_of_two(max(cap->max_recv_wr, 1U));
@@ -637,9 +695,14 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	}
 	qp->cap = *cap;
 
-	rv = xa_alloc_cyclic(&tdev->qp_xa, &qpn, NULL,
-			     XA_LIMIT(TRDMA_MIN_QPN, TRDMA_MAX_QPN),
-			     &tdev->qp_next, GFP_KERNEL);
+	if (init->qp_type == IB_QPT_GSI) {
+		qpn = 1;
+		rv = xa_insert_bh(&tdev->qp_xa, qpn, NULL, GFP_KERNEL);
+	} else {
+		rv = xa_alloc_cyclic_bh(&tdev->qp_xa, &qpn, NULL,
+					XA_LIMIT(TRDMA_MIN_QPN, TRDMA_MAX_QPN),
+					&tdev->qp_next, GFP_KERNEL);
+	}
 	if (rv < 0)
 		goto err_rq;
 	ibqp->qp_num = qpn;
@@ -650,14 +713,16 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		if (rv)
 			goto err_qpn;
 	}
-	xa_store(&tdev->qp_xa, qpn, qp, GFP_KERNEL);
+	xa_store_bh(&tdev->qp_xa, qpn, qp, GFP_KERNEL);
 	return 0;
 
 err_qpn:
-	xa_erase(&tdev->qp_xa, qpn);
+	xa_erase_bh(&tdev->qp_xa, qpn);
 err_rq:
 	trdma_ring_free(&qp->rq);
 err_sq:
+	kfree(qp->ud_buf);
+	kfree(qp->ud_sqe);
 	kvfree(qp->swi);
 	kvfree(qp->swq);
 	trdma_ring_free(&qp->sq);
@@ -675,7 +740,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	 * ACKs for messages whose completions the application may have seen
 	 * go out first: the peer completes its WRs on them.
 	 */
-	if (trdma_state_connected(READ_ONCE(qp->state)))
+	if (!trdma_qp_is_ud(qp) && trdma_state_connected(READ_ONCE(qp->state)))
 		trdma_tx_sync(qp);
 
 	mutex_lock(&qp->state_mutex);
@@ -687,8 +752,9 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	spin_unlock_irqrestore(&qp->lock, flags);
 	mutex_unlock(&qp->state_mutex);
 
-	xa_erase(&qp->tdev->qp_xa, ibqp->qp_num);
-	trdma_cm_qp_destroy(qp);
+	xa_erase_bh(&qp->tdev->qp_xa, ibqp->qp_num);
+	if (!trdma_qp_is_ud(qp))
+		trdma_cm_qp_destroy(qp);
 	/* Detached: no callback arms it again; in ERR it does nothing. */
 	cancel_delayed_work_sync(&qp->peer_gone_work);
 	cancel_delayed_work_sync(&qp->rnr_work);
@@ -700,6 +766,8 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	rdma_destroy_ah_attr(&qp->attr.ah_attr);
 	trdma_ring_free(&qp->rq);
 	trdma_ring_free(&qp->sq);
+	kfree(qp->ud_buf);
+	kfree(qp->ud_sqe);
 	kvfree(qp->swi);
 	kvfree(qp->swq);
 	trdma_txopt_free(qp);
@@ -711,6 +779,13 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 static int trdma_qp_check_attr(struct trdma_qp *qp, struct ib_qp_attr *attr,
 			       int mask)
 {
+	/*
+	 * Q_Keys with the high bit set are privileged: a process needs
+	 * CAP_NET_RAW for one, so it cannot pose as QP1 (0x80010000).
+	 */
+	if (mask & IB_QP_QKEY && attr->qkey & 0x80000000 && qp->is_user &&
+	    !capable(CAP_NET_RAW))
+		return -EPERM;
 	if (mask & (IB_QP_ALT_PATH | IB_QP_PATH_MIG_STATE | IB_QP_RATE_LIMIT))
 		return -EOPNOTSUPP;
 	if (mask & IB_QP_STATE &&
@@ -833,7 +908,7 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	cur = mask & IB_QP_CUR_STATE ? attr->cur_qp_state : qp->state;
 	next = mask & IB_QP_STATE ? attr->qp_state : cur;
 	if (cur != qp->state ||
-	    !ib_modify_qp_is_ok(cur, next, IB_QPT_RC, mask)) {
+	    !ib_modify_qp_is_ok(cur, next, qp->type, mask)) {
 		rv = -EINVAL;
 		goto out;
 	}
@@ -857,12 +932,15 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 
+	if (trdma_qp_is_ud(qp))
+		goto kick;
 	if (cur != next && next == IB_QPS_RTR)
 		trdma_cm_qp_rtr(qp);
 	if (cur != next && next == IB_QPS_ERR)
 		trdma_cm_detach_locked(qp);
 	if (mask & (IB_QP_TIMEOUT | IB_QP_RETRY_CNT))
 		trdma_cm_set_timeout(qp);
+kick:
 	/* WQEs posted before RTS are taken in now. */
 	if (next == IB_QPS_RTS)
 		trdma_sq_kick(qp, false);
@@ -885,7 +963,7 @@ int trdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	mutex_unlock(&qp->state_mutex);
 
 	memset(init, 0, sizeof(*init));
-	init->qp_type = IB_QPT_RC;
+	init->qp_type = qp->type;
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
 	init->srq = ibqp->srq;
@@ -914,9 +992,15 @@ static int trdma_sqe_from_wr(struct trdma_qp *qp, struct trdma_sqe *sqe,
 	if (wr->opcode == IB_WR_SEND_WITH_IMM ||
 	    wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
 		sqe->imm_data = (__force u32)wr->ex.imm_data;
-	if (wr->opcode == IB_WR_RDMA_WRITE ||
-	    wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
-	    wr->opcode == IB_WR_RDMA_READ) {
+	if (trdma_qp_is_ud(qp)) {
+		if (!ud_wr(wr)->ah)
+			return -EINVAL;
+		sqe->ah = to_tah(ud_wr(wr)->ah)->ah_num;
+		sqe->ud.remote_qpn = ud_wr(wr)->remote_qpn;
+		sqe->ud.remote_qkey = ud_wr(wr)->remote_qkey;
+	} else if (wr->opcode == IB_WR_RDMA_WRITE ||
+		   wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
+		   wr->opcode == IB_WR_RDMA_READ) {
 		sqe->remote_addr = rdma_wr(wr)->remote_addr;
 		sqe->rkey = rdma_wr(wr)->rkey;
 	}

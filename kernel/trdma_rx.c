@@ -141,9 +141,9 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 }
 
 /* Places n bytes at message offset msg_off into a scatter list. */
-static int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
-			    u32 num_sge, u32 msg_off, struct sk_buff *skb,
-			    u32 off, u32 n)
+int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
+		     u32 num_sge, u32 msg_off, struct sk_buff *skb, u32 off,
+		     u32 n)
 {
 	u32 i;
 
@@ -167,6 +167,27 @@ static int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
 	return n ? -EMSGSIZE : 0;
 }
 
+/* Places the n bytes of buf at the start of a scatter list. */
+int trdma_place_sges_buf(struct trdma_qp *qp, const struct trdma_sge *sge,
+			 u32 num_sge, const void *buf, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < num_sge && n; i++) {
+		u32 chunk = min(n, sge[i].length);
+		int rv;
+
+		if (!chunk)
+			continue;
+		rv = trdma_place_buf(qp, sge[i].lkey, sge[i].addr, buf, chunk);
+		if (rv)
+			return rv;
+		buf += chunk;
+		n -= chunk;
+	}
+	return n ? -EMSGSIZE : 0;
+}
+
 /*
  * Queues an ACK or NAK for the transmitter; req: the requester asked for it
  * (TRDMA_BTH_ACKREQ).  Under qp->lock.
@@ -185,12 +206,14 @@ static void trdma_rx_queue_ack(struct trdma_qp *qp, u8 syndrome, u32 msn,
 }
 
 /*
- * Takes the next receive WQE of the QP's RQ or SRQ into rx.  Returns false
- * when there is none.  Each slot is read once.
+ * Takes the next receive WQE of the QP's RQ or SRQ into *out.  Returns false
+ * when there is none.  Each slot is read once.  *taken (if not NULL) is set
+ * under the RQ's lock, so that trdma_rq_flush() sees the WQE taken.  Any
+ * context.
  */
-static bool trdma_rx_take_rqe(struct trdma_qp *qp)
+bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
+		    bool *taken)
 {
-	struct trdma_rx_state *rx = &qp->rx;
 	struct trdma_slot_limits lim = {};
 	struct trdma_ring *ring;
 	struct trdma_rqe *rqe;
@@ -221,14 +244,14 @@ static bool trdma_rx_take_rqe(struct trdma_qp *qp)
 	rqe = trdma_ring_slot(ring, *cons);
 	lim.slot_size = 1U << ring->slot_shift;
 	lim.max_sge = max_sge;
-	rx->rqe_wr_id = READ_ONCE(rqe->wr_id);
-	rx->rqe_num_sge = trdma_slot_rqe_num_sge(READ_ONCE(rqe->num_sge), &lim);
-	memcpy(rx->rqe_sge, rqe->sge, rx->rqe_num_sge * sizeof(rqe->sge[0]));
+	out->wr_id = READ_ONCE(rqe->wr_id);
+	out->num_sge = trdma_slot_rqe_num_sge(READ_ONCE(rqe->num_sge), &lim);
+	memcpy(out->sge, rqe->sge, out->num_sge * sizeof(rqe->sge[0]));
 	(*cons)++;
 	/* Done with the slot before the producer may reuse it. */
 	smp_store_release(&ring->ctrl->cons, *cons);
-	/* Under the RQ's lock: trdma_rq_flush() must see it taken. */
-	WRITE_ONCE(rx->req_has_rqe, true);
+	if (taken)
+		WRITE_ONCE(*taken, true);
 	ok = true;
 	if (srq && srq->limit && prod - *cons < srq->limit) {
 		srq->limit = 0;
@@ -249,12 +272,17 @@ out:
 	return ok;
 }
 
+static bool trdma_rx_take_rqe(struct trdma_qp *qp)
+{
+	return trdma_rqe_take(qp, &qp->rx.rqe, &qp->rx.req_has_rqe);
+}
+
 static void trdma_rx_complete_recv(struct trdma_qp *qp, enum ib_wc_status st,
 				   enum ib_wc_opcode op, bool solicited)
 {
 	struct trdma_rx_state *rx = &qp->rx;
 	struct trdma_cqe cqe = {
-		.wr_id = rx->rqe_wr_id,
+		.wr_id = rx->rqe.wr_id,
 		.status = st,
 		.opcode = op,
 		.byte_len = op == IB_WC_RECV_RDMA_WITH_IMM ? rx->req_len :
@@ -676,7 +704,7 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 	if (rx->discard)
 		return TRDMA_RX_OK;
 	if (trdma_op_is_send(op)) {
-		rv = trdma_place_sges(qp, rx->rqe_sge, rx->rqe_num_sge,
+		rv = trdma_place_sges(qp, rx->rqe.sge, rx->rqe.num_sge,
 				      rx->req_placed, skb, off, n);
 		if (rv == -EMSGSIZE)
 			return TRDMA_RX_INVAL;

@@ -127,35 +127,3 @@ int trdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	spin_unlock_irqrestore(&srq->lock, flags);
 	return rv;
 }
-
-/*
- * Address handles, for completeness: trdma has no UD QPs, so an AH is only
- * stored and returned.  May be called in atomic context.
- */
-int trdma_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
-		    struct ib_udata *udata)
-{
-	struct trdma_dev *tdev = to_tdev(ibah->device);
-	struct trdma_ah *ah = to_tah(ibah);
-
-	if (!(rdma_ah_get_ah_flags(init->ah_attr) & IB_AH_GRH))
-		return -EINVAL;
-	if (!trdma_count_get(&tdev->counts.ah, trdma_limits.max_ah))
-		return -ENOMEM;
-	ah->attr = *init->ah_attr;
-	/* The core holds the GID attribute reference for the AH. */
-	ah->attr.grh.sgid_attr = NULL;
-	return 0;
-}
-
-int trdma_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
-{
-	*attr = to_tah(ibah)->attr;
-	return 0;
-}
-
-int trdma_destroy_ah(struct ib_ah *ibah, u32 flags)
-{
-	atomic_dec(&to_tdev(ibah->device)->counts.ah);
-	return 0;
-}

@@ -563,6 +563,36 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 }
 
 /*
+ * Copies len bytes at offset off of a checked send WQE's payload, from its
+ * inline data or its SGEs, to dst.  Returns 0, -EACCES or -EINVAL.
+ */
+int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
+		     u32 off, u32 len, u8 *dst)
+{
+	int rv;
+
+	if (sqe->flags & TRDMA_WQE_INLINE) {
+		memcpy(dst, (u8 *)sqe->sge + off, len);
+		return 0;
+	}
+	while (len) {
+		u32 at = off, n;
+		const struct trdma_sge *sge = trdma_sge_at(sqe, &at);
+
+		if (!sge)
+			return -EINVAL;
+		n = min(len, sge->length - at);
+		rv = trdma_tx_mr_copy(qp, sge->lkey, sge->addr + at, n, 0, dst);
+		if (rv)
+			return rv;
+		dst += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
  * Copies the payload of the current segment (at most TRDMA_TX_COPY_MAX
  * bytes) behind its headers.  Returns 0, -EACCES or -EINVAL.
  */
@@ -573,7 +603,6 @@ static int trdma_tx_gather(struct trdma_qp *qp)
 	u32 off = seg->msg_off, left = seg->len;
 	struct trdma_rd_resp *r;
 	struct trdma_sqe *sqe;
-	int rv;
 
 	if (seg->kind == TRDMA_SEG_RDRESP) {
 		r = trdma_tx_rd_head(qp);
@@ -581,25 +610,7 @@ static int trdma_tx_gather(struct trdma_qp *qp)
 					IB_ACCESS_REMOTE_READ, dst);
 	}
 	sqe = trdma_swq_slot(qp, seg->wqe);
-	if (sqe->flags & TRDMA_WQE_INLINE) {
-		memcpy(dst, (u8 *)sqe->sge + off, left);
-		return 0;
-	}
-	while (left) {
-		u32 at = off, n;
-		const struct trdma_sge *sge = trdma_sge_at(sqe, &at);
-
-		if (!sge)
-			return -EINVAL;
-		n = min(left, sge->length - at);
-		rv = trdma_tx_mr_copy(qp, sge->lkey, sge->addr + at, n, 0, dst);
-		if (rv)
-			return rv;
-		dst += n;
-		off += n;
-		left -= n;
-	}
-	return 0;
+	return trdma_sqe_gather(qp, sqe, off, left, dst);
 }
 
 /*

@@ -75,6 +75,14 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_TCPOPT_AGREE].name = "tcp_option_agree",
 	[TRDMA_CNT_TCPOPT_DISAGREE].name = "tcp_option_disagree",
 	[TRDMA_CNT_TX_FROM_RX].name = "tx_from_rx",
+	[TRDMA_CNT_UD_TX].name = "ud_tx_datagrams",
+	[TRDMA_CNT_UD_TX_DROPPED].name = "ud_tx_dropped",
+	[TRDMA_CNT_UD_RX].name = "ud_rx_datagrams",
+	[TRDMA_CNT_UD_RX_MALFORMED].name = "ud_rx_malformed",
+	[TRDMA_CNT_UD_RX_NO_QP].name = "ud_rx_no_qp",
+	[TRDMA_CNT_UD_RX_QKEY].name = "ud_rx_bad_qkey",
+	[TRDMA_CNT_UD_RX_NO_RQE].name = "ud_rx_no_recv_wqe",
+	[TRDMA_CNT_UD_RX_TOO_LONG].name = "ud_rx_too_long",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,
@@ -102,7 +110,6 @@ int trdma_query_port(struct ib_device *ibdev, u32 port,
 {
 	struct trdma_dev *tdev = to_tdev(ibdev);
 	struct net_device *ndev = tdev->netdev;
-	enum ib_mtu mtu;
 	int rv;
 
 	/* The core zeroes *attr before calling. */
@@ -115,8 +122,8 @@ int trdma_query_port(struct ib_device *ibdev, u32 port,
 		attr->phys_state = IB_PORT_PHYS_STATE_DISABLED;
 
 	attr->max_mtu = IB_MTU_4096;
-	mtu = ib_mtu_int_to_enum(READ_ONCE(ndev->mtu) - TRDMA_WIRE_OVERHEAD);
-	attr->active_mtu = min(mtu, attr->max_mtu);
+	attr->active_mtu = trdma_active_mtu(ndev);
+	attr->port_cap_flags = IB_PORT_CM_SUP;
 	attr->gid_tbl_len = TRDMA_GID_TBL_LEN;
 	attr->ip_gids = true;
 	attr->max_msg_sz = TRDMA_MAX_MSG_SZ;

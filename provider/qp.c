@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * trdma provider: RC queue pairs and the posting of work requests.
+ * trdma provider: RC and UD queue pairs and the posting of work requests.
  *
  * post_send writes struct trdma_sqe slots into the SQ ring, publishes the
  * producer index with a store-release and rings the send doorbell, the
@@ -68,8 +68,8 @@ struct ibv_qp *trdma_create_qp(struct ibv_pd *pd,
 	struct trdma_qp *qp;
 	int ret;
 
-	/* trdma is RC only; the kernel would refuse anything else too. */
-	if (attr->qp_type != IBV_QPT_RC) {
+	/* RC and UD; the kernel would refuse anything else too. */
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -95,6 +95,7 @@ struct ibv_qp *trdma_create_qp(struct ibv_pd *pd,
 	qp->state = IBV_QPS_RESET;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->has_srq = attr->srq != NULL;
+	qp->is_ud = attr->qp_type == IBV_QPT_UD;
 	qp->max_recv_sge = attr->cap.max_recv_sge;
 
 	ret = trdma_qp_check_resp(qp, &attr->cap, &resp.drv_payload);
@@ -190,6 +191,18 @@ int trdma_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
+/* A UD send: SEND or SEND_WITH_IMM to the address an AH names. */
+static int trdma_sqe_ud(struct trdma_sqe *sqe, const struct ibv_send_wr *wr)
+{
+	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+	    !wr->wr.ud.ah)
+		return EINVAL;
+	sqe->ah = to_tah(wr->wr.ud.ah)->ah_num;
+	sqe->ud.remote_qpn = wr->wr.ud.remote_qpn;
+	sqe->ud.remote_qkey = wr->wr.ud.remote_qkey;
+	return 0;
+}
+
 /*
  * Writes WRs into the SQ ring from *wrp on while they fit and encode, and
  * publishes them.  *ret is 0 or the errno value of the WR left in *wrp.
@@ -215,6 +228,8 @@ static bool trdma_sq_fill(struct trdma_qp *qp, struct ibv_send_wr **wrp,
 		}
 		*ret = trdma_sqe_encode(trdma_uring_slot(sq, prod),
 					&qp->sq_caps, wr, qp->sq_sig_all);
+		if (!*ret && qp->is_ud)
+			*ret = trdma_sqe_ud(trdma_uring_slot(sq, prod), wr);
 		if (*ret)
 			break;
 		prod++;

@@ -112,13 +112,13 @@ int trdma_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 }
 
 /*
- * Address handles exist for completeness only: trdma has no UD QPs, so the
- * kernel just stores the attributes.
+ * Address handles live in the kernel, which resolves them and gives each
+ * the number UD send WQEs carry (struct trdma_create_ah_resp).
  */
 struct ibv_ah *trdma_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	struct ib_uverbs_create_ah_resp resp;
-	struct ibv_ah *ah;
+	struct trdma_cmd_create_ah_resp resp;
+	struct trdma_ah *ah;
 	int ret;
 
 	ah = calloc(1, sizeof(*ah));
@@ -126,20 +126,23 @@ struct ibv_ah *trdma_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		return NULL;
 
 	memset(&resp, 0, sizeof(resp));
-	ret = ibv_cmd_create_ah(pd, ah, attr, &resp, sizeof(resp));
+	ret = ibv_cmd_create_ah(pd, &ah->ibv_ah, attr, &resp.ibv_resp,
+				sizeof(resp));
 	if (ret) {
 		free(ah);
 		errno = ret;
 		return NULL;
 	}
-	return ah;
+	ah->ah_num = resp.drv_payload.ah_num;
+	return &ah->ibv_ah;
 }
 
-int trdma_destroy_ah(struct ibv_ah *ah)
+int trdma_destroy_ah(struct ibv_ah *ibah)
 {
+	struct trdma_ah *ah = to_tah(ibah);
 	int ret;
 
-	ret = ibv_cmd_destroy_ah(ah);
+	ret = ibv_cmd_destroy_ah(ibah);
 	if (ret)
 		return ret;
 	free(ah);

@@ -44,6 +44,12 @@ struct trdma_cq {
 	struct trdma_uring ring;
 };
 
+/* An address handle: ah_num names it in UD send WQEs. */
+struct trdma_ah {
+	struct ibv_ah ibv_ah;
+	uint32_t ah_num;
+};
+
 /* An SRQ: post_srq_recv produces RQEs, the kernel consumes them. */
 struct trdma_srq {
 	struct ibv_srq ibv_srq;
@@ -80,6 +86,7 @@ struct trdma_qp {
 	enum ibv_qp_state state;	/* as last set through modify_qp */
 	bool sq_sig_all;
 	bool has_srq;
+	bool is_ud;
 
 	struct trdma_uring sq;		/* sq.idx = the SQ producer index */
 	struct trdma_sq_caps sq_caps;
@@ -101,6 +108,11 @@ static inline struct trdma_cq *to_tcq(struct ibv_cq *ibcq)
 static inline struct trdma_srq *to_tsrq(struct ibv_srq *ibsrq)
 {
 	return trdma_container_of(ibsrq, struct trdma_srq, ibv_srq);
+}
+
+static inline struct trdma_ah *to_tah(struct ibv_ah *ibah)
+{
+	return trdma_container_of(ibah, struct trdma_ah, ibv_ah);
 }
 
 static inline struct trdma_qp *to_tqp(struct ibv_qp *ibqp)
@@ -162,6 +174,11 @@ struct trdma_cmd_create_qp_resp {
 	struct trdma_create_qp_resp drv_payload;
 };
 
+struct trdma_cmd_create_ah_resp {
+	struct ib_uverbs_create_ah_resp ibv_resp;
+	struct trdma_create_ah_resp drv_payload;
+};
+
 struct trdma_cmd_create_srq_resp {
 	struct ib_uverbs_create_srq_resp ibv_resp;
 	struct trdma_create_srq_resp drv_payload;
@@ -181,6 +198,14 @@ struct trdma_cmd_create_srq_resp {
 TRDMA_ASSERT_DRV_RESP(trdma_cmd_create_cq_resp, ib_uverbs_create_cq_resp);
 TRDMA_ASSERT_DRV_RESP(trdma_cmd_create_qp_resp, ib_uverbs_create_qp_resp);
 TRDMA_ASSERT_DRV_RESP(trdma_cmd_create_srq_resp, ib_uverbs_create_srq_resp);
+/* The core AH response is one 32-bit word: 12 bytes in all, as rxe's. */
+_Static_assert(offsetof(struct trdma_cmd_create_ah_resp, drv_payload) ==
+		       sizeof(struct ib_uverbs_create_ah_resp),
+	       "CREATE_AH driver data must follow the core response");
+_Static_assert(sizeof(struct trdma_cmd_create_ah_resp) ==
+		       sizeof(struct ib_uverbs_create_ah_resp) +
+			       sizeof(struct trdma_create_ah_resp),
+	       "no padding after the CREATE_AH driver data");
 
 /* mem.c */
 struct ibv_pd *trdma_alloc_pd(struct ibv_context *ibctx);

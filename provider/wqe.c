@@ -184,9 +184,9 @@ void trdma_cqe_to_wc(const struct trdma_cqe *cqe, struct ibv_wc *wc)
 	wc->imm_data = cqe->imm_data;	/* network order, or the rkey */
 	wc->qp_num = cqe->qp_num;
 	wc->src_qp = cqe->src_qp;
-	wc->wc_flags = cqe->wc_flags;
+	wc->wc_flags = cqe->wc_flags & TRDMA_CQE_F_IBV_MASK;
 	wc->pkey_index = 0;
 	wc->slid = 0;
-	wc->sl = 0;
+	wc->sl = trdma_cqe_sl(cqe->wc_flags);
 	wc->dlid_path_bits = 0;
 }

@@ -247,17 +247,33 @@ TEST_F(VerbsTest, DeviceLimitsAreTheModuleParameters) {
 // With the module loaded with small limits (tests/lab/run does so for this
 // test), every object can be created exactly up to its limit, and the next
 // one fails with ENOMEM.
+// Objects of a kind the device holds now, from `rdma resource show DEV`
+// ("... pd 1 cq 1 qp 1 ..."): the kernel's own, such as the MAD layer's QP1
+// with its PD and CQ, count against the limits like any other.
+static unsigned InUse(const std::string &what) {
+  std::string out = ShOut("rdma resource show " + DevName());
+  size_t at = out.find(" " + what + " ");
+  if (at == std::string::npos) return ~0u;
+  return std::stoul(out.substr(at + what.size() + 2));
+}
+
 TEST(Limits, EveryLimitIsEnforcedExactly) {
   if (Param("max_pd") > 64 || Param("max_qp") > 64 || Param("max_mr") > 64 ||
       Param("max_cq") > 64 || Param("max_srq") > 64 || Param("max_ah") > 64)
     GTEST_SKIP() << "needs trdma loaded with limits of at most 64";
   Context ctx = OpenDevice(DevName());
   ASSERT_TRUE(ctx);
+  // QP1 of the MAD layer: a PD (with the DMA MR the core gives every
+  // kernel PD), a CQ and the GSI QP.
+  const unsigned pd_used = InUse("pd"), cq_used = InUse("cq");
+  const unsigned qp_used = InUse("qp"), srq_used = InUse("srq");
+  EXPECT_EQ(qp_used, 1u) << "QP1";
+  EXPECT_EQ(pd_used, 1u) << "QP1's PD";
 
   std::vector<ibv_pd *> pds;
   for (ibv_pd *pd; (pd = ibv_alloc_pd(ctx.get()));) pds.push_back(pd);
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(pds.size(), Param("max_pd"));
+  EXPECT_EQ(pds.size(), Param("max_pd") - pd_used);
   while (pds.size() > 1) {
     ibv_dealloc_pd(pds.back());
     pds.pop_back();
@@ -269,14 +285,14 @@ TEST(Limits, EveryLimitIsEnforcedExactly) {
   for (ibv_mr *mr; (mr = ibv_reg_mr(pd, mem, sizeof(mem), 0));)
     mrs.push_back(mr);
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(mrs.size(), Param("max_mr"));
+  EXPECT_EQ(mrs.size(), Param("max_mr") - pd_used);
   for (ibv_mr *mr : mrs) ibv_dereg_mr(mr);
 
   std::vector<ibv_cq *> cqs;
   for (ibv_cq *cq; (cq = ibv_create_cq(ctx.get(), 4, nullptr, nullptr, 0));)
     cqs.push_back(cq);
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(cqs.size(), Param("max_cq"));
+  EXPECT_EQ(cqs.size(), Param("max_cq") - cq_used);
   while (cqs.size() > 1) {
     ibv_destroy_cq(cqs.back());
     cqs.pop_back();
@@ -294,7 +310,7 @@ TEST(Limits, EveryLimitIsEnforcedExactly) {
     qps.push_back(qp);
   }
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(qps.size(), Param("max_qp"));
+  EXPECT_EQ(qps.size(), Param("max_qp") - qp_used);
   for (ibv_qp *qp : qps) ibv_destroy_qp(qp);
 
   std::vector<ibv_srq *> srqs;
@@ -306,7 +322,7 @@ TEST(Limits, EveryLimitIsEnforcedExactly) {
     srqs.push_back(srq);
   }
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(srqs.size(), Param("max_srq"));
+  EXPECT_EQ(srqs.size(), Param("max_srq") - srq_used);
   for (ibv_srq *srq : srqs) ibv_destroy_srq(srq);
 
   ibv_ah_attr aa = {};
@@ -462,19 +478,213 @@ TEST_F(VerbsTest, QpCapsAreGrantedAndLimited) {
   EXPECT_EQ(errno, EINVAL);
 }
 
-TEST_F(VerbsTest, OnlyRcQpsAreOffered) {
-  for (ibv_qp_type t : {IBV_QPT_UD, IBV_QPT_UC}) {
+TEST_F(VerbsTest, UcQpsAreRefused) {
+  ibv_qp_init_attr ia = {};
+  ia.send_cq = cq_;
+  ia.recv_cq = cq_;
+  ia.qp_type = IBV_QPT_UC;
+  ia.cap = {8, 8, 1, 1, 0};
+  errno = 0;
+  ibv_qp *qp = ibv_create_qp(pd_, &ia);
+  EXPECT_EQ(qp, nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  if (qp) ibv_destroy_qp(qp);
+}
+
+// --- UD QPs ---------------------------------------------------------------
+
+class UdTest : public VerbsTest {
+ protected:
+  static constexpr uint32_t kQkey = 0x11111111;
+
+  void SetUp() override {
+    VerbsTest::SetUp();
+    if (HasFatalFailure()) return;
+    // The IPv4-mapped RoCE v2 GID of the port.
+    for (gid_index_ = 0; gid_index_ < 16; gid_index_++) {
+      ASSERT_EQ(ibv_query_gid(ctx_.get(), 1, gid_index_, &gid_), 0);
+      static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+      if (!memcmp(gid_.raw, v4, sizeof(v4))) break;
+    }
+    ASSERT_LT(gid_index_, 16) << "no IPv4 GID";
+    ibv_ah_attr aa = {};
+    aa.is_global = 1;
+    aa.port_num = 1;
+    aa.grh.dgid = gid_;
+    aa.grh.sgid_index = gid_index_;
+    aa.grh.hop_limit = 64;
+    ah_ = ibv_create_ah(pd_, &aa);
+    ASSERT_NE(ah_, nullptr) << strerror(errno);
+  }
+  void TearDown() override {
+    for (ibv_qp *qp : qps_) ibv_destroy_qp(qp);
+    qps_.clear();
+    if (ah_) ibv_destroy_ah(ah_);
+    VerbsTest::TearDown();
+  }
+  ibv_qp *UdQp(uint32_t qkey = kQkey) {
     ibv_qp_init_attr ia = {};
     ia.send_cq = cq_;
     ia.recv_cq = cq_;
-    ia.qp_type = t;
-    ia.cap = {8, 8, 1, 1, 0};
-    errno = 0;
+    ia.qp_type = IBV_QPT_UD;
+    ia.sq_sig_all = 1;
+    ia.cap = {16, 16, 1, 1, 0};
     ibv_qp *qp = ibv_create_qp(pd_, &ia);
-    EXPECT_EQ(qp, nullptr) << "type " << t;
-    EXPECT_EQ(errno, EOPNOTSUPP) << "type " << t;
-    if (qp) ibv_destroy_qp(qp);
+    if (!qp) return nullptr;
+    qps_.push_back(qp);
+    ibv_qp_attr a = {};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = qkey;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                  IBV_QP_QKEY))
+      return nullptr;
+    a.qp_state = IBV_QPS_RTR;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) return nullptr;
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 7;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) return nullptr;
+    return qp;
   }
+  // Posts a receive of len bytes at buf_ offset off.
+  void Recv(ibv_qp *qp, size_t off, uint32_t len, uint64_t id) {
+    ibv_sge sge = {Addr(B() + off), len, mr_->lkey};
+    ibv_recv_wr wr = {}, *bad;
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+  }
+  int Send(ibv_qp *qp, size_t off, uint32_t len, uint32_t dqpn, uint32_t qkey,
+           uint64_t id, bool imm = false) {
+    ibv_sge sge = {Addr(B() + off), len, mr_->lkey};
+    ibv_send_wr wr = {}, *bad;
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    wr.imm_data = htonl(0xabcd1234);
+    wr.wr.ud.ah = ah_;
+    wr.wr.ud.remote_qpn = dqpn;
+    wr.wr.ud.remote_qkey = qkey;
+    return ibv_post_send(qp, &wr, &bad);
+  }
+  // The next completion within ms, or status -1.
+  ibv_wc Poll(int ms = 2000) {
+    ibv_wc wc = {};
+    wc.status = static_cast<ibv_wc_status>(-1);
+    auto t0 = Clock::now();
+    while (Ms(t0) < ms)
+      if (ibv_poll_cq(cq_, 1, &wc) == 1) return wc;
+    wc.status = static_cast<ibv_wc_status>(-1);
+    return wc;
+  }
+
+  uint8_t *B() { return reinterpret_cast<uint8_t *>(buf_.data()); }
+
+  ibv_ah *ah_ = nullptr;
+  union ibv_gid gid_;
+  int gid_index_ = 0;
+};
+
+TEST_F(UdTest, DatagramArrivesWithTheRoceGrh) {
+  ibv_qp *a = UdQp(), *b = UdQp();
+  ASSERT_TRUE(a && b) << strerror(errno);
+  Pattern(B() + 4096, 200, 42);
+  Recv(b, 0, 40 + 200, 77);
+  ASSERT_EQ(Send(a, 4096, 200, b->qp_num, kQkey, 1, true), 0);
+  bool got_send = false, got_recv = false;
+  for (int i = 0; i < 2; i++) {
+    ibv_wc wc = Poll();
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    if (wc.wr_id == 1) {
+      EXPECT_EQ(wc.opcode, IBV_WC_SEND);
+      got_send = true;
+      continue;
+    }
+    got_recv = true;
+    EXPECT_EQ(wc.wr_id, 77u);
+    EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+    EXPECT_EQ(wc.byte_len, 40u + 200);
+    EXPECT_EQ(wc.wc_flags, unsigned(IBV_WC_GRH | IBV_WC_WITH_IMM));
+    EXPECT_EQ(ntohl(wc.imm_data), 0xabcd1234u);
+    EXPECT_EQ(wc.qp_num, b->qp_num);
+    EXPECT_EQ(wc.src_qp, a->qp_num);
+    EXPECT_EQ(wc.pkey_index, 0);
+    EXPECT_EQ(wc.sl, 2) << "RoCE v2 over IPv4, as mlx5 reports it";
+    // The GRH area: an IPv4 header in its last 20 bytes, from this address
+    // to this address, with a valid checksum.
+    const uint8_t *ip = B() + 20;
+    EXPECT_EQ(ip[0], 0x45);
+    EXPECT_EQ(ip[9], 17) << "UDP";
+    EXPECT_EQ(memcmp(ip + 12, gid_.raw + 12, 4), 0) << "source";
+    EXPECT_EQ(memcmp(ip + 16, gid_.raw + 12, 4), 0) << "destination";
+    uint32_t sum = 0;
+    for (int w = 0; w < 10; w++) sum += ip[2 * w] << 8 | ip[2 * w + 1];
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    EXPECT_EQ(sum, 0xffffu) << "IPv4 header checksum";
+    EXPECT_TRUE(IsPattern(B() + 40, 200, 42));
+    // libibverbs builds the reply's address from it.
+    ibv_ah_attr back = {};
+    ASSERT_EQ(ibv_init_ah_from_wc(ctx_.get(), 1, &wc,
+                                  reinterpret_cast<ibv_grh *>(B()),
+                                  &back),
+              0);
+    EXPECT_EQ(memcmp(back.grh.dgid.raw, gid_.raw, 16), 0);
+  }
+  EXPECT_TRUE(got_send && got_recv);
+}
+
+TEST_F(UdTest, WrongQkeyIsDroppedAndCounted) {
+  ibv_qp *a = UdQp(), *b = UdQp();
+  ASSERT_TRUE(a && b) << strerror(errno);
+  Recv(b, 0, 40 + 64, 5);
+  long before = Counter("ud_rx_bad_qkey");
+  ASSERT_EQ(Send(a, 4096, 64, b->qp_num, kQkey + 1, 1), 0);
+  ibv_wc wc = Poll();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 1u) << "the sender completes: UD is unreliable";
+  EXPECT_EQ(Poll(300).status, static_cast<ibv_wc_status>(-1))
+      << "nothing arrives";
+  EXPECT_EQ(Counter("ud_rx_bad_qkey"), before + 1);
+  // A Q_Key with the high bit set in the WR means the QP's own (IBA).
+  ASSERT_EQ(Send(a, 4096, 64, b->qp_num, 0x80000000u, 2), 0);
+  int n = 0;
+  for (ibv_wc w; (w = Poll()).status == IBV_WC_SUCCESS && ++n < 2;) {
+  }
+  EXPECT_EQ(n, 2) << "the send and the receive";
+}
+
+TEST_F(UdTest, OverTheMtuIsALocalLengthError) {
+  ibv_port_attr pa;
+  ASSERT_EQ(ibv_query_port(ctx_.get(), 1, &pa), 0);
+  uint32_t mtu = 128u << pa.active_mtu;
+  ibv_qp *a = UdQp(), *b = UdQp();
+  ASSERT_TRUE(a && b) << strerror(errno);
+  Recv(b, 0, 40 + mtu + 1, 5);
+  ASSERT_EQ(Send(a, 8192, mtu + 1, b->qp_num, kQkey, 1), 0);
+  ibv_wc wc = Poll();
+  EXPECT_EQ(wc.status, IBV_WC_LOC_LEN_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.wr_id, 1u);
+}
+
+TEST_F(UdTest, UnknownQpnIsCountedAndRdmaOpsAreRefused) {
+  ibv_qp *a = UdQp();
+  ASSERT_NE(a, nullptr) << strerror(errno);
+  long before = Counter("ud_rx_no_qp");
+  ASSERT_EQ(Send(a, 4096, 8, 0xfffff0, kQkey, 1), 0);
+  EXPECT_EQ(Poll().status, IBV_WC_SUCCESS);
+  for (int i = 0; i < 50 && Counter("ud_rx_no_qp") == before; i++)
+    usleep(10000);
+  EXPECT_EQ(Counter("ud_rx_no_qp"), before + 1);
+  ibv_sge sge = {Addr(B()), 8, mr_->lkey};
+  ibv_send_wr wr = {}, *bad = nullptr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.ud.ah = ah_;
+  EXPECT_EQ(ibv_post_send(a, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
 }
 
 TEST_F(VerbsTest, StateMachineAndQueryQp) {

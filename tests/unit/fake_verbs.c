@@ -58,6 +58,7 @@ struct fk_srq {
 struct fk_qp {
 	enum ibv_qp_state state;
 	bool sig_all;
+	bool ud;			/* IBV_QPT_UD, else RC */
 	struct ibv_qp_cap cap;
 	uint32_t qpn;
 	struct fk_cq *scq, *rcq;
@@ -79,6 +80,8 @@ static struct {
 	struct fk_cq *cqs[FK_MAX_OBJS];
 	struct fk_qp *qps[FK_MAX_OBJS];
 	struct fk_srq *srqs[FK_MAX_OBJS];
+	uint32_t ahs[FK_MAX_OBJS];	/* ah_num by AH handle; 0: free */
+	uint32_t next_ah_num;
 	uint32_t next_handle;
 	bool stall_sq;
 	enum fk_break brk;
@@ -245,11 +248,29 @@ static void fk_qp_to_error(struct fk_qp *qp)
 	fk_rq_flush(qp);
 }
 
-/* trdma_sqe_check() without the memory key checks. */
+/* Whether ah_num names a live AH (trdma_ud_dest(), minus the PD). */
+static bool fk_ah_live(uint32_t ah_num)
+{
+	int h;
+
+	for (h = 1; ah_num && h < FK_MAX_OBJS; h++)
+		if (fk.ahs[h] == ah_num)
+			return true;
+	return false;
+}
+
+/*
+ * trdma_sqe_check() without the memory key checks, and on a UD QP the
+ * SEND-only rule and trdma_ud_tx()'s AH lookup.
+ */
 static uint8_t fk_sqe_check(struct fk_qp *qp, const struct trdma_sqe *sqe)
 {
 	if (sqe->flags & ~(TRDMA_WQE_SIGNALED | TRDMA_WQE_SOLICITED |
 			   TRDMA_WQE_INLINE | TRDMA_WQE_FENCE))
+		return IBV_WC_LOC_QP_OP_ERR;
+	if (qp->ud && ((sqe->opcode != IBV_WR_SEND &&
+			sqe->opcode != IBV_WR_SEND_WITH_IMM) ||
+		       !fk_ah_live(sqe->ah)))
 		return IBV_WC_LOC_QP_OP_ERR;
 	switch (sqe->opcode) {
 	case IBV_WR_SEND:
@@ -654,7 +675,7 @@ int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 		return EINVAL;
 	}
 	/* The provider must refuse other types before asking the kernel. */
-	if (attr->qp_type != IBV_QPT_RC) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
 		fk.stats.bad_commands++;
 		return EOPNOTSUPP;
 	}
@@ -718,6 +739,7 @@ int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 
 	kqp->state = IBV_QPS_RESET;
 	kqp->sig_all = attr->sq_sig_all;
+	kqp->ud = attr->qp_type == IBV_QPT_UD;
 	kqp->cap = *cap;
 	kqp->qpn = 16 + h;
 	kqp->scq = fk.cqs[attr->send_cq->handle];
@@ -769,7 +791,7 @@ int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	attr->cap = kqp->cap;
 	memset(init_attr, 0, sizeof(*init_attr));
 	init_attr->cap = kqp->cap;
-	init_attr->qp_type = IBV_QPT_RC;
+	init_attr->qp_type = kqp->ud ? IBV_QPT_UD : IBV_QPT_RC;
 	init_attr->sq_sig_all = kqp->sig_all;
 	pthread_mutex_unlock(&fk.lock);
 	return 0;
@@ -895,21 +917,44 @@ int ibv_cmd_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	return 0;
 }
 
+/*
+ * trdma_create_ah(): the driver data (struct trdma_create_ah_resp) follows
+ * the core response; the kernel refuses a response without room for it.
+ * AH numbers are never 0 and never the AH's handle.
+ */
 int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
 		      struct ibv_ah_attr *attr,
 		      struct ib_uverbs_create_ah_resp *resp, size_t resp_size)
 {
-	(void)resp, (void)resp_size;
+	struct trdma_cmd_create_ah_resp *r = (void *)resp;
+	uint32_t h;
+
+	if (resp_size < sizeof(*r)) {
+		fk.stats.bad_commands++;
+		return EINVAL;
+	}
 	if (!attr->is_global)
 		return EINVAL;
+	for (h = 1; h < FK_MAX_OBJS && fk.ahs[h]; h++)
+		;
+	if (h == FK_MAX_OBJS)
+		return ENOMEM;
+	fk.ahs[h] = fk.next_ah_num++;
 	ah->context = pd->context;
-	ah->handle = ++fk.next_handle;
+	ah->handle = h;
+	r->ibv_resp.ah_handle = h;
+	r->drv_payload.ah_num = fk.ahs[h];
+	r->drv_payload.reserved = 0;
 	return 0;
 }
 
 int ibv_cmd_destroy_ah(struct ibv_ah *ah)
 {
-	(void)ah;
+	if (ah->handle >= FK_MAX_OBJS || !fk.ahs[ah->handle]) {
+		fk.stats.bad_commands++;
+		return EINVAL;
+	}
+	fk.ahs[ah->handle] = 0;
 	return 0;
 }
 
@@ -925,6 +970,8 @@ struct ibv_context *fk_open(void)
 	memset(fk.cqs, 0, sizeof(fk.cqs));
 	memset(fk.qps, 0, sizeof(fk.qps));
 	memset(fk.srqs, 0, sizeof(fk.srqs));
+	memset(fk.ahs, 0, sizeof(fk.ahs));
+	fk.next_ah_num = 0x4a01;
 	memset(&fk.stats, 0, sizeof(fk.stats));
 	fk.stall_sq = false;
 	fk.brk = FK_BREAK_NONE;
@@ -1228,6 +1275,36 @@ size_t fk_last_inline(struct ibv_qp *qp, void *buf, size_t size)
 	memcpy(buf, kqp->last_inline, n);
 	pthread_mutex_unlock(&fk.lock);
 	return n;
+}
+
+uint32_t fk_ah_num(struct ibv_ah *ah)
+{
+	return ah->handle < FK_MAX_OBJS ? fk.ahs[ah->handle] : 0;
+}
+
+size_t fk_sq_slot(struct ibv_qp *qp, uint32_t idx, void *buf, size_t size)
+{
+	struct fk_qp *kqp = fk.qps[qp->handle];
+	size_t n = (size_t)1 << kqp->sq.shift;
+
+	n = n < size ? n : size;
+	pthread_mutex_lock(&fk.lock);
+	memcpy(buf, fk_slot(&kqp->sq, idx), n);
+	pthread_mutex_unlock(&fk.lock);
+	return n;
+}
+
+int fk_cq_push(struct ibv_cq *cq, const struct trdma_cqe *cqe)
+{
+	struct fk_cq *kcq = fk.cqs[cq->handle];
+	int ret = 0;
+
+	pthread_mutex_lock(&fk.lock);
+	fk_cq_post(kcq, cqe);
+	if (kcq->overflow)
+		ret = -ENOSPC;
+	pthread_mutex_unlock(&fk.lock);
+	return ret;
 }
 
 bool fk_cq_mapped_ok(struct ibv_cq *cq)

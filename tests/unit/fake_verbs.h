@@ -101,6 +101,25 @@ uint32_t fk_sq_cons(struct ibv_qp *qp);
 uint32_t fk_rq_prod(struct ibv_qp *qp);
 uint32_t fk_rq_cons(struct ibv_qp *qp);
 
+/*
+ * The number the kernel gave ah in its CREATE_AH response
+ * (trdma_create_ah_resp.ah_num); 0 once destroyed.
+ */
+uint32_t fk_ah_num(struct ibv_ah *ah);
+
+/*
+ * Copies SQ slot idx of qp (as the provider wrote it: the kernel leaves
+ * slots as they are) into buf, at most size bytes; returns the count.
+ */
+size_t fk_sq_slot(struct ibv_qp *qp, uint32_t idx, void *buf, size_t size);
+
+/*
+ * The kernel writes cqe into cq's ring as it is (trdma_cq_post()).
+ * Returns 0, or -ENOSPC if the CQ overflowed.
+ */
+struct trdma_cqe;
+int fk_cq_push(struct ibv_cq *cq, const struct trdma_cqe *cqe);
+
 /* The payload of the last inline send the kernel took in from qp. */
 size_t fk_last_inline(struct ibv_qp *qp, void *buf, size_t size);
 

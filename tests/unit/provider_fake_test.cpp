@@ -7,6 +7,7 @@
 #include "fake_verbs.h"
 
 #include <arpa/inet.h>
+#include <rdma/trdma-abi.h>
 
 #include <atomic>
 #include <cerrno>
@@ -35,6 +36,8 @@ protected:
 	{
 		for (auto it = qps_.rbegin(); it != qps_.rend(); ++it)
 			EXPECT_EQ(fk_destroy_qp(*it), 0);
+		for (ibv_ah *ah : ahs_)
+			EXPECT_EQ(fk_destroy_ah(ah), 0);
 		for (ibv_srq *srq : srqs_)
 			EXPECT_EQ(fk_destroy_srq(srq), 0);
 		for (ibv_cq *cq : cqs_)
@@ -78,6 +81,58 @@ protected:
 		if (out)
 			*out = a;
 		return qp;
+	}
+
+	ibv_qp *UdQp(ibv_cq *cq, std::uint32_t wr = 16, std::uint32_t sge = 2,
+		     ibv_srq *srq = nullptr, ibv_qp_init_attr *out = nullptr)
+	{
+		ibv_qp_init_attr a;
+
+		std::memset(&a, 0, sizeof(a));
+		a.send_cq = cq;
+		a.recv_cq = cq;
+		a.srq = srq;
+		a.qp_type = IBV_QPT_UD;
+		a.cap.max_send_wr = wr;
+		a.cap.max_recv_wr = srq ? 0 : wr;
+		a.cap.max_send_sge = sge;
+		a.cap.max_recv_sge = srq ? 0 : sge;
+		ibv_qp *qp = fk_create_qp(pd_, &a);
+		if (qp)
+			qps_.push_back(qp);
+		if (out)
+			*out = a;
+		return qp;
+	}
+
+	ibv_ah *Ah()
+	{
+		ibv_ah_attr a;
+
+		std::memset(&a, 0, sizeof(a));
+		a.is_global = 1;
+		a.port_num = 1;
+		ibv_ah *ah = fk_create_ah(pd_, &a);
+		if (ah)
+			ahs_.push_back(ah);
+		return ah;
+	}
+
+	// SQ slot idx of qp as the provider wrote it.
+	trdma_sqe SqSlot(ibv_qp *qp, std::uint32_t idx,
+			 std::vector<trdma_sge> *sges = nullptr)
+	{
+		alignas(8) unsigned char raw[1024] = {};
+		trdma_sqe sqe;
+
+		fk_sq_slot(qp, idx, raw, sizeof(raw));
+		std::memcpy(&sqe, raw, sizeof(sqe));
+		if (sges) {
+			sges->resize(sqe.num_sge);
+			std::memcpy(sges->data(), raw + sizeof(sqe),
+				    sqe.num_sge * sizeof(trdma_sge));
+		}
+		return sqe;
 	}
 
 	ibv_srq *Srq(std::uint32_t wr, std::uint32_t sge,
@@ -146,6 +201,7 @@ protected:
 	std::vector<ibv_cq *> cqs_;
 	std::vector<ibv_qp *> qps_;
 	std::vector<ibv_srq *> srqs_;
+	std::vector<ibv_ah *> ahs_;
 	char buf_[4096] = {};
 };
 
@@ -260,11 +316,11 @@ TEST_F(Provider, ReqNotifyCqIsTheKernelCommand)
 	EXPECT_EQ(Stats().last_notify_solicited, 0);
 }
 
-TEST_F(Provider, OnlyRcQpsAndWithoutAskingTheKernel)
+TEST_F(Provider, OnlyRcAndUdQpsAndWithoutAskingTheKernel)
 {
 	ibv_cq *cq = Cq(4);
 
-	for (ibv_qp_type t : { IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_RAW_PACKET,
+	for (ibv_qp_type t : { IBV_QPT_UC, IBV_QPT_RAW_PACKET,
 			       IBV_QPT_XRC_SEND, IBV_QPT_DRIVER }) {
 		ibv_qp_init_attr a;
 
@@ -779,11 +835,243 @@ TEST_F(Provider, AddressHandles)
 	a.port_num = 1;
 	ibv_ah *ah = fk_create_ah(pd_, &a);
 	ASSERT_NE(ah, nullptr);
+	EXPECT_NE(fk_ah_num(ah), 0u);
 	EXPECT_EQ(fk_destroy_ah(ah), 0);
 	a.is_global = 0;
 	errno = 0;
 	EXPECT_EQ(fk_create_ah(pd_, &a), nullptr);
 	EXPECT_EQ(errno, EINVAL);
+	// The provider left room for the driver data (trdma_create_ah_resp).
+	EXPECT_EQ(Stats().bad_commands, 0u);
+}
+
+TEST_F(Provider, CreateUdQpMapsRings)
+{
+	ibv_cq *cq = Cq(64);
+	ibv_qp_init_attr a;
+	ibv_qp *qp = UdQp(cq, 10, 2, nullptr, &a);
+
+	ASSERT_NE(qp, nullptr) << errno;
+	EXPECT_EQ(qp->qp_type, IBV_QPT_UD);
+	EXPECT_EQ(qp->state, IBV_QPS_RESET);
+	// SQ: 48 + 2 * 16 -> 128-byte slots: 5 SGEs, 80 bytes inline.
+	EXPECT_EQ(a.cap.max_send_wr, 16u);
+	EXPECT_EQ(a.cap.max_send_sge, 5u);
+	EXPECT_EQ(a.cap.max_inline_data, 80u);
+	// RQ: 16 + 2 * 16 -> 64-byte slots: 3 SGEs.
+	EXPECT_EQ(a.cap.max_recv_wr, 16u);
+	EXPECT_EQ(a.cap.max_recv_sge, 3u);
+	EXPECT_TRUE(fk_qp_mapped_ok(qp));
+
+	ibv_qp_attr attr;
+	ibv_qp_init_attr init;
+	ASSERT_EQ(fk_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &init), 0);
+	EXPECT_EQ(init.qp_type, IBV_QPT_UD);
+	EXPECT_EQ(attr.cap.max_send_sge, 5u);
+
+	// On an SRQ: the SQ alone is mapped.
+	ibv_srq *srq = Srq(4, 1);
+	ASSERT_NE(srq, nullptr);
+	ibv_qp *sqp = UdQp(cq, 4, 1, srq);
+	ASSERT_NE(sqp, nullptr) << errno;
+	EXPECT_TRUE(fk_qp_mapped_ok(sqp));
+	EXPECT_NE(sqp->qp_num, qp->qp_num);
+	EXPECT_EQ(Stats().bad_commands, 0u);
+}
+
+TEST_F(Provider, UdSendCarriesTheAhNumberAndTheDestination)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = UdQp(cq);
+	ibv_ah *ah1 = Ah(), *ah2 = Ah();
+	ibv_sge sg[2] = { { reinterpret_cast<std::uintptr_t>(buf_), 10, 0x101 },
+			  { reinterpret_cast<std::uintptr_t>(buf_ + 64), 20,
+			    0x202 } };
+	ibv_send_wr w[2] = { SendWr(91, sg, 2),
+			     SendWr(92, sg + 1, 1, IBV_WR_SEND_WITH_IMM) };
+	ibv_send_wr *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr) << errno;
+	ASSERT_NE(ah1, nullptr) << errno;
+	ASSERT_NE(ah2, nullptr) << errno;
+	// Numbers of the kernel's own, not handles, all distinct.
+	ASSERT_NE(fk_ah_num(ah1), 0u);
+	ASSERT_NE(fk_ah_num(ah2), 0u);
+	ASSERT_NE(fk_ah_num(ah1), fk_ah_num(ah2));
+	ASSERT_NE(fk_ah_num(ah2), ah2->handle);
+	ToRts(qp);
+	w[0].wr.ud.ah = ah2;
+	w[0].wr.ud.remote_qpn = 0xabcdef;
+	w[0].wr.ud.remote_qkey = 0x11223344;
+	w[1].wr.ud.ah = ah1;
+	w[1].wr.ud.remote_qpn = 0x17;
+	w[1].wr.ud.remote_qkey = 0x80000000;	// the QP's own Q_Key
+	w[1].imm_data = htonl(0xfeedf00d);
+	w[0].next = &w[1];
+	ASSERT_EQ(fk_post_send(qp, w, &bad), 0);
+	EXPECT_EQ(fk_sq_prod(qp), 2u);
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+
+	std::vector<trdma_sge> sges;
+	trdma_sqe sqe = SqSlot(qp, 0, &sges);
+	EXPECT_EQ(sqe.wr_id, 91u);
+	EXPECT_EQ(sqe.opcode, IBV_WR_SEND);
+	EXPECT_EQ(sqe.flags, TRDMA_WQE_SIGNALED);
+	EXPECT_EQ(sqe.ah, fk_ah_num(ah2));
+	EXPECT_EQ(sqe.ud.remote_qpn, 0xabcdefu);
+	EXPECT_EQ(sqe.ud.remote_qkey, 0x11223344u);
+	EXPECT_EQ(sqe.imm_data, 0u);
+	EXPECT_EQ(sqe.compare_add, 0u);
+	EXPECT_EQ(sqe.swap, 0u);
+	ASSERT_EQ(sqe.num_sge, 2u);
+	EXPECT_EQ(sges[0].addr, sg[0].addr);
+	EXPECT_EQ(sges[0].length, 10u);
+	EXPECT_EQ(sges[0].lkey, 0x101u);
+	EXPECT_EQ(sges[1].addr, sg[1].addr);
+	EXPECT_EQ(sges[1].length, 20u);
+	EXPECT_EQ(sges[1].lkey, 0x202u);
+
+	sqe = SqSlot(qp, 1, &sges);
+	EXPECT_EQ(sqe.wr_id, 92u);
+	EXPECT_EQ(sqe.opcode, IBV_WR_SEND_WITH_IMM);
+	EXPECT_EQ(sqe.ah, fk_ah_num(ah1));
+	EXPECT_EQ(sqe.ud.remote_qpn, 0x17u);
+	EXPECT_EQ(sqe.ud.remote_qkey, 0x80000000u);
+	EXPECT_EQ(sqe.imm_data, htonl(0xfeedf00d));
+	ASSERT_EQ(sqe.num_sge, 1u);
+	EXPECT_EQ(sges[0].addr, sg[1].addr);
+	EXPECT_EQ(sges[0].length, 20u);
+	EXPECT_EQ(sges[0].lkey, 0x202u);
+
+	// The kernel found both AHs and sent both.
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 2u);
+	EXPECT_EQ(wc[0].wr_id, 91u);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc[0].opcode, IBV_WC_SEND);
+	EXPECT_EQ(wc[0].byte_len, 30u);
+	EXPECT_EQ(wc[1].wr_id, 92u);
+	EXPECT_EQ(wc[1].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc[1].opcode, IBV_WC_SEND);
+	EXPECT_EQ(Stats().bad_commands, 0u);
+}
+
+TEST_F(Provider, UdQpRefusesAllButSendsAndSendsWithoutAnAh)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = UdQp(cq);
+	ibv_ah *ah = Ah();
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 8, 1 };
+	ibv_send_wr *bad;
+
+	ASSERT_NE(qp, nullptr) << errno;
+	ASSERT_NE(ah, nullptr) << errno;
+	ToRts(qp);
+	// Each encodes on an RC QP; on a UD one the provider refuses it.
+	for (ibv_wr_opcode op :
+	     { IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
+	       IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD,
+	       IBV_WR_SEND_WITH_INV, IBV_WR_LOCAL_INV }) {
+		ibv_send_wr wr = SendWr(100 + op, &sg, 1, op);
+
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = 0x20;
+		wr.wr.ud.remote_qkey = 0x30;
+		bad = nullptr;
+		EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL) << op;
+		EXPECT_EQ(bad, &wr) << op;
+		EXPECT_EQ(fk_sq_prod(qp), 0u) << op;
+	}
+	// A SEND without an AH.
+	for (ibv_wr_opcode op : { IBV_WR_SEND, IBV_WR_SEND_WITH_IMM }) {
+		ibv_send_wr wr = SendWr(200 + op, &sg, 1, op);
+
+		wr.wr.ud.ah = nullptr;
+		wr.wr.ud.remote_qpn = 0x20;
+		wr.wr.ud.remote_qkey = 0x30;
+		bad = nullptr;
+		EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL) << op;
+		EXPECT_EQ(bad, &wr) << op;
+		EXPECT_EQ(fk_sq_prod(qp), 0u) << op;
+	}
+	// Nothing was published: no doorbell, nothing for the kernel.
+	EXPECT_EQ(Stats().send_doorbells, 0u);
+	EXPECT_EQ(fk_sq_cons(qp), 0u);
+	EXPECT_TRUE(Drain(cq).empty());
+
+	// In a list: the SEND before the refused WR goes out, nothing after.
+	ibv_send_wr w[3] = { SendWr(1, &sg, 1),
+			     SendWr(2, &sg, 1, IBV_WR_RDMA_WRITE),
+			     SendWr(3, &sg, 1) };
+	for (ibv_send_wr &x : w) {
+		x.wr.ud.ah = ah;
+		x.wr.ud.remote_qpn = 0x20;
+		x.wr.ud.remote_qkey = 0x30;
+	}
+	w[0].next = &w[1];
+	w[1].next = &w[2];
+	bad = nullptr;
+	EXPECT_EQ(fk_post_send(qp, w, &bad), EINVAL);
+	EXPECT_EQ(bad, &w[1]);
+	EXPECT_EQ(fk_sq_prod(qp), 1u);
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 1u);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+
+	// The QP still works.
+	bad = nullptr;
+	ASSERT_EQ(fk_post_send(qp, &w[2], &bad), 0);
+	EXPECT_EQ(fk_sq_prod(qp), 2u);
+	wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 3u);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(Stats().bad_commands, 0u);
+}
+
+TEST_F(Provider, UdReceiveCompletionKeepsGrhAndDropsTheIpv6Bit)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = UdQp(cq);
+	trdma_cqe cqe;
+	ibv_wc wc[2];
+
+	ASSERT_NE(qp, nullptr) << errno;
+	std::memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 0x1122334455667788ULL;
+	cqe.status = IBV_WC_SUCCESS;
+	cqe.opcode = IBV_WC_RECV;
+	cqe.wc_flags = TRDMA_CQE_F_GRH | TRDMA_CQE_F_NET_IPV6 |
+		       TRDMA_CQE_F_WITH_IMM;
+	cqe.byte_len = 40 + 100;
+	cqe.imm_data = htonl(0xa5a5);
+	cqe.qp_num = qp->qp_num;
+	cqe.src_qp = 0xfedcba;
+	ASSERT_EQ(fk_cq_push(cq, &cqe), 0);
+	// IPv4: GRH alone.
+	cqe.wr_id = 2;
+	cqe.wc_flags = TRDMA_CQE_F_GRH;
+	cqe.imm_data = 0;
+	cqe.src_qp = 5;
+	ASSERT_EQ(fk_cq_push(cq, &cqe), 0);
+
+	ASSERT_EQ(fk_poll_cq(cq, 2, wc), 2);
+	EXPECT_EQ(wc[0].wr_id, 0x1122334455667788ULL);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc[0].opcode, IBV_WC_RECV);
+	EXPECT_EQ(wc[0].wc_flags,
+		  static_cast<unsigned>(IBV_WC_GRH | IBV_WC_WITH_IMM));
+	EXPECT_EQ(wc[0].byte_len, 140u);
+	EXPECT_EQ(wc[0].imm_data, htonl(0xa5a5));
+	EXPECT_EQ(wc[0].qp_num, qp->qp_num);
+	EXPECT_EQ(wc[0].src_qp, 0xfedcbau);
+	EXPECT_EQ(wc[1].wr_id, 2u);
+	EXPECT_EQ(wc[1].wc_flags, static_cast<unsigned>(IBV_WC_GRH));
+	EXPECT_EQ(wc[1].src_qp, 5u);
+	EXPECT_EQ(fk_poll_cq(cq, 2, wc), 0);
+	EXPECT_EQ(Stats().cq_overflows, 0u);
 }
 
 // Several threads posting to one QP and several polling its CQ: every

@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define TRDMA_ABI_VERSION	2
+#define TRDMA_ABI_VERSION	3
 
 /* Value of the "hca_type" sysfs attribute of every trdma ib_device. */
 #define TRDMA_HCA_TYPE		"trdma"
@@ -98,11 +98,21 @@ enum trdma_wqe_flags {
 	TRDMA_WQE_FENCE		= 1 << 3,	/* IBV_SEND_FENCE */
 };
 
+/* The destination of a UD send WQE (trdma_sqe.ud). */
+struct trdma_sqe_ud {
+	__u32 remote_qpn;
+	__u32 remote_qkey;	/* high bit set: the QP's own Q_Key is used */
+};
+
 /*
  * Send WQE.  opcode is an enum ib_uverbs_wr_opcode value.  With
  * TRDMA_WQE_INLINE the payload (inline_len bytes) is stored in place of the
  * SGE array; otherwise num_sge SGEs follow.  The slot size is
  * 1 << sq_wqe_shift bytes, which bounds both.
+ *
+ * On a UD QP (SEND and SEND_WITH_IMM only) ah is the number the kernel
+ * gave the address handle (struct trdma_create_ah_resp) and ud the
+ * destination QP and Q_Key, in place of rkey and remote_addr.
  */
 struct trdma_sqe {
 	__aligned_u64 wr_id;
@@ -112,8 +122,14 @@ struct trdma_sqe {
 	__u8 reserved;
 	__u32 inline_len;
 	__u32 imm_data;		/* ImmDt (network order) or rkey to invalidate */
-	__u32 rkey;
-	__aligned_u64 remote_addr;
+	union {
+		__u32 rkey;
+		__u32 ah;		/* UD */
+	};
+	union {
+		__aligned_u64 remote_addr;
+		struct trdma_sqe_ud ud;	/* UD */
+	};
 	__aligned_u64 compare_add;	/* atomics: compare or add operand */
 	__aligned_u64 swap;		/* atomics: swap operand */
 	struct trdma_sge sge[];		/* or the inline payload */
@@ -133,8 +149,34 @@ struct trdma_rqe {
  * wc_flags holds TRDMA_CQE_F_* bits, which are those of enum ibv_wc_flags
  * (the kernel's IB_WC_* flags number some of them differently).
  */
+#define TRDMA_CQE_F_GRH		(1U << 0)	/* IBV_WC_GRH */
 #define TRDMA_CQE_F_WITH_IMM	(1U << 1)	/* IBV_WC_WITH_IMM */
 #define TRDMA_CQE_F_WITH_INV	(1U << 3)	/* IBV_WC_WITH_INV */
+/*
+ * trdma's own, not an ibv_wc_flags bit (the provider drops it): with
+ * TRDMA_CQE_F_GRH, the GRH area of the receive buffer holds an IPv6 header
+ * (else an IPv4 header in its last 20 bytes), as on a RoCE v2 port.
+ */
+#define TRDMA_CQE_F_NET_IPV6	(1U << 15)
+#define TRDMA_CQE_F_IBV_MASK	(TRDMA_CQE_F_GRH | TRDMA_CQE_F_WITH_IMM | \
+				 TRDMA_CQE_F_WITH_INV)
+
+/*
+ * The SL a datagram's completion reports: as RoCE NICs (mlx5) do, the L3
+ * header type of the packet, 1 for IPv6 and 2 for IPv4, which UCX's UD
+ * transport reads to find the destination GID in the GRH area; 0 for a
+ * completion without a GRH.
+ */
+#define TRDMA_WC_SL_IPV6	1
+#define TRDMA_WC_SL_IPV4	2
+
+static inline __u8 trdma_cqe_sl(__u16 wc_flags)
+{
+	if (!(wc_flags & TRDMA_CQE_F_GRH))
+		return 0;
+	return wc_flags & TRDMA_CQE_F_NET_IPV6 ? TRDMA_WC_SL_IPV6 :
+						 TRDMA_WC_SL_IPV4;
+}
 
 struct trdma_cqe {
 	__aligned_u64 wr_id;
@@ -165,6 +207,12 @@ struct trdma_create_qp_resp {
 	__u8 rq_wqe_shift;		/* log2 of the RQ slot size */
 	__u8 reserved[2];
 	__u32 max_inline_data;
+};
+
+/* Driver data of CREATE_AH. */
+struct trdma_create_ah_resp {
+	__u32 ah_num;		/* for trdma_sqe.ah; never 0 */
+	__u32 reserved;
 };
 
 /* Driver data of CREATE_SRQ. */

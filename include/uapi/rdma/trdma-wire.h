@@ -67,6 +67,9 @@ enum trdma_opcode {
 	TRDMA_OP_ATOMIC_ACK = 0x12,
 	TRDMA_OP_COMPARE_SWAP = 0x13,
 	TRDMA_OP_FETCH_ADD = 0x14,
+	/* UD datagrams (struct trdma_bth, struct trdma_deth, [ImmDt]). */
+	TRDMA_OP_UD_SEND_ONLY = 0x64,
+	TRDMA_OP_UD_SEND_ONLY_IMM = 0x65,
 };
 
 /* trdma_bth.flags */
@@ -140,6 +143,26 @@ struct trdma_atomic_ack_eth {
 /* Immediate data (ImmDt) or the rkey to invalidate (IETH). */
 struct trdma_immdt {
 	__be32 data;
+};
+
+/*
+ * UD datagrams.
+ *
+ * A UD or GSI (QP1) send is one UDP datagram to TRDMA_DEFAULT_UD_PORT (the
+ * module parameter ud_port) of the IP address the destination GID names,
+ * from the address the source GID names: a struct trdma_bth (opcode
+ * TRDMA_OP_UD_SEND_ONLY or _IMM, flags TRDMA_BTH_SE at most, msn counting
+ * the sender QP's datagrams, offset 0, length the payload bytes), a
+ * struct trdma_deth, the ImmDt for _IMM, then the payload: at most the
+ * port's active MTU.  Anything else is dropped and counted.  Not the RoCE
+ * port (4791), which rdma_rxe and RoCE NICs own.
+ */
+#define TRDMA_DEFAULT_UD_PORT	4792
+
+/* Datagram extended transport header. */
+struct trdma_deth {
+	__be32 qkey;
+	__be32 src_qpn;		/* 24 bits */
 };
 
 /*
