@@ -4,8 +4,9 @@
 # Checks the Wireshark dissector tools/wireshark/trdma.lua with tshark: it
 # loads without Lua errors and registers its fields, and it decodes the
 # capture trdma_pcap_gen writes exactly as the generator says it must (every
-# field of every frame, the Info column, the experts; with the default port,
-# with the port preference changed, in one pass and in two).
+# field of every frame, the Info column, the experts; with the default
+# ports, with the TCP and UDP port preferences changed, in one pass and in
+# two).
 #
 #   tests/unit/check-wireshark-dissector.sh TSHARK TRDMA_PCAP_GEN LUA WORKDIR
 #
@@ -87,29 +88,32 @@ done
 mapfile -t fields <"$work/fields"
 e=()
 for f in "${fields[@]}"; do e+=(-e "$f"); done
-ts fields-4791 -r "$work/trdma.pcap" -T fields "${e[@]}"
-same fields-4791 expected-4791
-ts fields-4791-2pass -2 -r "$work/trdma.pcap" -T fields "${e[@]}"
-same fields-4791-2pass expected-4791
+# The other ports: trdma.tcp_port 18515, trdma.udp_port 18516.
+other=(-o trdma.tcp_port:18515 -o trdma.udp_port:18516)
+ts fields-default -r "$work/trdma.pcap" -T fields "${e[@]}"
+same fields-default expected-default
+ts fields-default-2pass -2 -r "$work/trdma.pcap" -T fields "${e[@]}"
+same fields-default-2pass expected-default
 # TCP showing the option's bytes after kind and length as data, no ExID.
-ts fields-4791-no-exid -o tcp.dissect_experimental_options_rfc6994:FALSE \
+ts fields-default-no-exid -o tcp.dissect_experimental_options_rfc6994:FALSE \
 	-r "$work/trdma.pcap" -T fields "${e[@]}"
-same fields-4791-no-exid expected-4791
-ts fields-18515 -o trdma.tcp_port:18515 -r "$work/trdma.pcap" -T fields \
-	"${e[@]}"
-same fields-18515 expected-18515
+same fields-default-no-exid expected-default
+ts fields-other "${other[@]}" -r "$work/trdma.pcap" -T fields "${e[@]}"
+same fields-other expected-other
 
-# The Info column of every frame with a hello or segment.
-info=(-Y "trdma.hello || trdma.bth" -T fields -e frame.number -e _ws.col.Info)
-ts info-4791 -r "$work/trdma.pcap" "${info[@]}"
-same info-4791 info-4791
-ts info-18515 -o trdma.tcp_port:18515 -r "$work/trdma.pcap" "${info[@]}"
-same info-18515 info-18515
+# The Info column of every frame with a hello, segment or UD datagram.
+info=(-Y "trdma.hello || trdma.bth || trdma.ud" -T fields -e frame.number
+	-e _ws.col.Info)
+ts info-default -r "$work/trdma.pcap" "${info[@]}"
+same info-default info-default
+ts info-other "${other[@]}" -r "$work/trdma.pcap" "${info[@]}"
+same info-other info-other
 
 # The frames display filters match: experts, and sanity of the capture.
 while IFS=$'\t' read -r filter want; do
 	ts filter -o ip.check_checksum:TRUE -o tcp.check_checksum:TRUE \
-		-r "$work/trdma.pcap" -Y "$filter" -T fields -e frame.number
+		-o udp.check_checksum:TRUE -r "$work/trdma.pcap" -Y "$filter" \
+		-T fields -e frame.number
 	got=$(paste -s -d, "$work/filter.out")
 	[ "$got" = "$want" ] ||
 		fail "filter '$filter': frames '$got', expected '$want'"
@@ -119,4 +123,4 @@ if [ $failed -ne 0 ]; then
 	echo "(capture, expected and actual output in $work)"
 	exit 1
 fi
-echo "PASS: $(grep -c . "$work/expected-4791") frames decoded as expected"
+echo "PASS: $(grep -c . "$work/expected-default") frames decoded as expected"

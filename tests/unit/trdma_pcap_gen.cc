@@ -7,17 +7,21 @@
  *
  *   usage: trdma_pcap_gen OUTDIR
  *
- * OUTDIR/trdma.pcap      Ethernet/IPv4/TCP, valid checksums, real
- *                        handshakes with non-zero ISNs, Linux-like options.
+ * OUTDIR/trdma.pcap      Ethernet/IPv4/TCP and UDP, valid checksums,
+ *                        real handshakes with non-zero ISNs, Linux-like
+ *                        options.
  * OUTDIR/fields          the tshark -e list, one field a line.
- * OUTDIR/expected-PORT   `tshark -T fields` output for that list (all
+ * OUTDIR/expected-PREFS  `tshark -T fields` output for that list (all
  *                        frames, tab-separated, ',' between occurrences)
- *                        with the dissector's port preference set to PORT,
- *                        for PORT 4791 (the default) and 18515.
- * OUTDIR/info-PORT       frame number and Info column of every frame the
- *                        dissector decodes a trdma segment or hello in.
+ *                        with the dissector's port preferences PREFS:
+ *                        "default" (TCP 4791, UDP 4792) or "other"
+ *                        (trdma.tcp_port 18515, trdma.udp_port 18516).
+ * OUTDIR/info-PREFS      frame number and Info column of every frame the
+ *                        dissector decodes a trdma segment, hello or UD
+ *                        datagram in.
  * OUTDIR/filters         lines "FILTER<tab>FRAMES": the frames (comma
- *                        separated, maybe none) a display filter must match.
+ *                        separated, maybe none) a display filter must match
+ *                        with the default preferences.
  *
  * The connections:
  *  1. port 4791: hellos; SEND_ONLY; SEND_FIRST/MIDDLE/LAST over five TCP
@@ -32,6 +36,13 @@
  *  4. port 18515: hellos, SEND_ONLY, ACK: decoded only with the port
  *     preference set to 18515; its TCP options are decoded regardless.
  *
+ * Then UD datagrams, one UDP datagram each (from and to the UD port): a
+ * UD_SEND_ONLY, a UD_SEND_ONLY_IMM back, two QP1 MADs (the second with a
+ * Q_Key that is not QP1's), malformed ones (shorter than a BTH, cut in the
+ * ImmDt, an RC opcode, a length field that is not the payload's, flags
+ * other than SE and reserved bits, a nonzero offset), and one to UDP port
+ * 18516, decoded only with the UDP port preference set to it.
+ *
  * Every data segment after the hellos carries the trdma TCP option (kind
  * 254, ExID 0x7464) naming the trdma segment its first payload byte
  * belongs to.  The wire structures come from include/uapi/rdma/trdma-wire.h.
@@ -44,6 +55,7 @@
 
 #include <endian.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdint>
@@ -51,6 +63,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -69,7 +82,10 @@ static_assert(sizeof(trdma_atomic_ack_eth) == 8, "trdma_atomic_ack_eth");
 static_assert(sizeof(trdma_immdt) == 4, "trdma_immdt");
 static_assert(sizeof(trdma_tcp_opt) == TRDMA_TCPOPT_LEN, "trdma_tcp_opt");
 
+static_assert(sizeof(trdma_deth) == 8, "trdma_deth");
+
 constexpr uint16_t kOtherPort = 18515;	// connection 4's server port
+constexpr uint16_t kOtherUdPort = 18516; // the last datagram's UDP port
 
 std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 std::string fmt(const char *f, ...)
@@ -128,6 +144,50 @@ uint16_t csum(const Bytes &b, uint32_t sum = 0)
 	return ~sum & 0xffff;
 }
 
+/* The IPv4 pseudo header of protocol proto, followed by l4 (for csum). */
+Bytes pseudo_header(uint32_t src, uint32_t dst, uint8_t proto, const Bytes &l4)
+{
+	Bytes b;
+
+	put32(b, src);
+	put32(b, dst);
+	put16(b, proto);
+	put16(b, l4.size());
+	b.insert(b.end(), l4.begin(), l4.end());
+	return b;
+}
+
+/* An Ethernet frame with an IPv4 header (DF, TTL 64) and l4 after it. */
+Bytes ipv4_frame(const uint8_t src_mac[6], const uint8_t dst_mac[6],
+		 uint32_t src, uint32_t dst, uint8_t proto, uint16_t id,
+		 const Bytes &l4)
+{
+	Bytes ip, eth;
+
+	put8(ip, 0x45);
+	put8(ip, 0);
+	put16(ip, 20 + l4.size());
+	put16(ip, id);
+	put16(ip, 0x4000);		/* DF */
+	put8(ip, 64);
+	put8(ip, proto);
+	put16(ip, 0);
+	put32(ip, src);
+	put32(ip, dst);
+	uint16_t ic = csum(ip);
+	ip[10] = ic >> 8;
+	ip[11] = ic;
+
+	eth.insert(eth.end(), dst_mac, dst_mac + 6);
+	eth.insert(eth.end(), src_mac, src_mac + 6);
+	put16(eth, 0x0800);
+	eth.insert(eth.end(), ip.begin(), ip.end());
+	eth.insert(eth.end(), l4.begin(), l4.end());
+	while (eth.size() < 60)
+		eth.push_back(0);	/* Ethernet padding */
+	return eth;
+}
+
 /* Classic pcap, microsecond time stamps, Ethernet. */
 class PcapWriter {
 public:
@@ -183,13 +243,16 @@ private:
  * field values by field name, and its Info column text.
  */
 struct Pdu {
-	uint16_t server_port = 0;	/* the connection's */
+	uint16_t server_port = 0;	/* the connection's; a datagram's port */
+	bool udp = false;		/* a UD datagram */
 	uint32_t start = 0;		/* relative seq of its first byte */
 	Bytes bytes;
 	bool hello = false;
 	uint8_t opcode = 0;
 	uint32_t qpn = 0, msn = 0;
-	bool malformed = false;		/* unknown opcode: decoding stops */
+	bool stopped = false;		/* not decoded: a malformed one before */
+	bool malformed = false;		/* has an expert of group MALFORMED */
+	std::vector<std::string> experts;	/* the expert infos' names */
 	std::map<std::string, std::string> fields;
 	std::string info;
 };
@@ -484,7 +547,7 @@ private:
 		uint32_t seq = a.isn + (syn ? 0 : 1 + a.sent - payload.size()) +
 			       (a.fin ? 1 : 0);
 		uint32_t ackn = b.isn + 1 + b.sent + (b.fin ? 1 : 0);
-		Bytes tcp, ip, eth;
+		Bytes tcp;
 
 		if (opts.size() % 4)
 			throw std::logic_error("TCP options not padded");
@@ -500,41 +563,14 @@ private:
 		tcp.insert(tcp.end(), opts.begin(), opts.end());
 		tcp.insert(tcp.end(), payload.begin(), payload.end());
 
-		Bytes pseudo;
-		put32(pseudo, a.ip);
-		put32(pseudo, b.ip);
-		put16(pseudo, 6);
-		put16(pseudo, tcp.size());
-		pseudo.insert(pseudo.end(), tcp.begin(), tcp.end());
-		uint16_t tc = csum(pseudo);
+		uint16_t tc = csum(pseudo_header(a.ip, b.ip, 6, tcp));
 		tcp[16] = tc >> 8;
 		tcp[17] = tc;
 
-		put8(ip, 0x45);
-		put8(ip, 0);
-		put16(ip, 20 + tcp.size());
-		put16(ip, a.ip_id++);
-		put16(ip, 0x4000);		/* DF */
-		put8(ip, 64);
-		put8(ip, 6);
-		put16(ip, 0);
-		put32(ip, a.ip);
-		put32(ip, b.ip);
-		uint16_t ic = csum(ip);
-		ip[10] = ic >> 8;
-		ip[11] = ic;
-
-		eth.insert(eth.end(), b.mac, b.mac + 6);
-		eth.insert(eth.end(), a.mac, a.mac + 6);
-		put16(eth, 0x0800);
-		eth.insert(eth.end(), ip.begin(), ip.end());
-		eth.insert(eth.end(), tcp.begin(), tcp.end());
-		while (eth.size() < 60)
-			eth.push_back(0);	/* Ethernet padding */
-
 		cap.usec += 40;
 		a.ts += 1;
-		cap.pcap.packet(cap.usec, eth);
+		cap.pcap.packet(cap.usec, ipv4_frame(a.mac, b.mac, a.ip, b.ip, 6,
+						     a.ip_id++, tcp));
 		Frame f = fr ? *fr : Frame{};
 		f.server_port = s.port;
 		cap.frames.push_back(f);
@@ -840,6 +876,7 @@ void conn_malformed(Capture &cap)
 
 	auto bad = k.segment(c, 0x1f, 0, 1, 0, {}, pattern(1, 0, 8));
 	bad->malformed = true;
+	bad->experts = {"trdma.unknown_opcode"};
 	bad->fields.erase("trdma.payload");
 	bad->info = "Unknown opcode 0x1f";
 	k.send(c, {28});
@@ -848,7 +885,8 @@ void conn_malformed(Capture &cap)
 			       pattern(2, 0, 16));
 	later->fields.clear();		/* not decoded any more */
 	later->info.clear();
-	later->malformed = true;
+	later->stopped = true;
+	later->experts = {"trdma.stopped"};
 	k.send(c, {36});
 	k.ack(k.s);
 }
@@ -886,6 +924,263 @@ void conn_other_port(Capture &cap)
 	k.send(k.s, {28});
 }
 
+/*
+ * One UD datagram as sent: its BTH, DETH, ImmDt (UD_SEND_ONLY_IMM) and
+ * payload, with fields a well-formed one does not have set as given.
+ */
+struct Ud {
+	uint8_t opcode = TRDMA_OP_UD_SEND_ONLY;
+	uint8_t flags = 0;
+	uint16_t reserved = 0;		/* the BTH's */
+	uint32_t dest_qpn = 0;		/* the 32 bits sent */
+	uint32_t msn = 0;
+	uint32_t offset = 0;
+	int64_t length = -1;		/* the BTH's; -1: the payload's */
+	uint32_t qkey = 0;
+	uint32_t src_qpn = 0;		/* the 32 bits sent */
+	uint32_t imm = 0;
+	Bytes payload;
+	size_t cut = SIZE_MAX;		/* send the first cut bytes only */
+	bool forward = true;		/* 10.0.0.1 to 10.0.0.2, or back */
+	uint16_t port = TRDMA_DEFAULT_UD_PORT;	/* both UDP ports */
+};
+
+/*
+ * Sends u, one Ethernet/IPv4/UDP frame, and says what the dissector shows
+ * for it, as docs/wire.md "UD datagrams" has the rules.
+ */
+void datagram(Capture &cap, const Ud &u)
+{
+	static const uint8_t mac1[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+	static const uint8_t mac2[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
+	static uint16_t ip_id = 0x2000;
+	const bool imm = u.opcode == TRDMA_OP_UD_SEND_ONLY_IMM;
+	const bool ud = imm || u.opcode == TRDMA_OP_UD_SEND_ONLY;
+	auto p = std::make_shared<Pdu>();
+	trdma_bth bth{};
+	trdma_deth deth{};
+	Bytes b;
+
+	bth.opcode = u.opcode;
+	bth.flags = u.flags;
+	bth.reserved = htobe16(u.reserved);
+	bth.dest_qpn = htobe32(u.dest_qpn);
+	bth.msn = htobe32(u.msn);
+	bth.offset = htobe32(u.offset);
+	uint32_t length = u.length < 0 ? u.payload.size() : u.length;
+	bth.length = htobe32(length);
+	deth.qkey = htobe32(u.qkey);
+	deth.src_qpn = htobe32(u.src_qpn);
+	append(b, bth);
+	append(b, deth);
+	if (imm) {
+		trdma_immdt i{};
+
+		i.data = htobe32(u.imm);
+		append(b, i);
+	}
+	const size_t hlen = b.size();
+	b.insert(b.end(), u.payload.begin(), u.payload.end());
+	if (u.cut < b.size())
+		b.resize(u.cut);
+
+	/* What the dissector shows. */
+	auto &f = p->fields;
+	auto &x = p->experts;
+	const uint32_t qpn = u.dest_qpn & 0xffffff;
+	const uint32_t src_qpn = u.src_qpn & 0xffffff;
+
+	p->udp = true;
+	p->server_port = u.port;
+	p->bytes = b;
+	if (b.size() < sizeof(bth)) {
+		x.push_back("trdma.ud.short");
+		p->info = fmt("Short UD datagram (%zu bytes)", b.size());
+	} else {
+		f["trdma.bth.opcode"] = hex8(u.opcode);
+		f["trdma.bth.flags"] = hex8(u.flags);
+		f["trdma.bth.se"] = boolean(u.flags & TRDMA_BTH_SE);
+		f["trdma.bth.ackreq"] = boolean(u.flags & TRDMA_BTH_ACKREQ);
+		f["trdma.bth.aeth"] = boolean(u.flags & TRDMA_BTH_AETH);
+		f["trdma.bth.dest_qpn"] = dec(qpn);
+		f["trdma.bth.msn"] = dec(u.msn);
+		f["trdma.bth.offset"] = dec(u.offset);
+		f["trdma.bth.length"] = dec(length);
+		p->info = fmt("%s qpn=%u msn=%u len=%u",
+			      !ud  ? Conn::opname(u.opcode)
+			      : imm ? "UD_SEND_ONLY_IMM"
+				    : "UD_SEND_ONLY",
+			      qpn, u.msn, length);
+		if (u.reserved || u.dest_qpn >> 24)
+			x.push_back("trdma.reserved_not_zero");
+	}
+	if (b.size() < sizeof(bth)) {
+		/* nothing more */
+	} else if (!ud) {
+		x.push_back("trdma.ud.bad_opcode");
+		p->info = fmt("Bad UD opcode 0x%02x", u.opcode);
+	} else {
+		if (u.flags & ~TRDMA_BTH_SE)
+			x.push_back("trdma.ud.bad_flags");
+		if (u.offset)
+			x.push_back("trdma.ud.bad_offset");
+		if (b.size() < hlen) {
+			x.push_back("trdma.ud.short");
+			p->info += fmt(" [short datagram: %zu bytes]", b.size());
+		} else {
+			size_t n = b.size() - hlen;
+
+			f["trdma.deth.qkey"] = hex32(u.qkey);
+			f["trdma.deth.src_qpn"] = dec(src_qpn);
+			p->info += fmt(" src_qpn=%u qkey=0x%08x", src_qpn, u.qkey);
+			if (u.src_qpn >> 24)
+				x.push_back("trdma.reserved_not_zero");
+			if (qpn == 1 && u.qkey != 0x80010000)
+				x.push_back("trdma.ud.gsi_qkey");
+			if (imm) {
+				f["trdma.immdt"] = hex32(u.imm);
+				p->info += fmt(" imm=0x%08x", u.imm);
+			}
+			f["trdma.ud.payload_len"] = dec(n);
+			if (length != n)
+				x.push_back("trdma.ud.bad_length");
+			if (n)
+				f["trdma.payload"] = hexbytes(
+					Bytes(b.begin() + hlen, b.end()));
+		}
+	}
+	for (const auto &e : x)
+		if (e != "trdma.ud.gsi_qkey")
+			p->malformed = true;
+
+	/* The frame: both UDP ports the UD port, as trdma sends. */
+	const uint32_t ip1 = 0x0a000001, ip2 = 0x0a000002;
+	const uint32_t src = u.forward ? ip1 : ip2, dst = u.forward ? ip2 : ip1;
+	Bytes udp;
+
+	put16(udp, u.port);
+	put16(udp, u.port);
+	put16(udp, 8 + b.size());
+	put16(udp, 0);
+	udp.insert(udp.end(), b.begin(), b.end());
+	uint16_t uc = csum(pseudo_header(src, dst, 17, udp));
+	if (!uc)
+		uc = 0xffff;
+	udp[6] = uc >> 8;
+	udp[7] = uc;
+
+	cap.usec += 40;
+	cap.pcap.packet(cap.usec,
+			ipv4_frame(u.forward ? mac1 : mac2, u.forward ? mac2 : mac1,
+				   src, dst, 17, ip_id++, udp));
+	Frame fr;
+	fr.server_port = u.port;
+	fr.completed.push_back(p);
+	cap.frames.push_back(fr);
+}
+
+/* The start of a MAD: the common header of a CM REQ (IBA 16.7.1, 12.6). */
+Bytes mad(uint64_t tid)
+{
+	Bytes b = pattern(uint32_t(tid), 0, 256);
+
+	b[0] = 1;			/* BaseVersion */
+	b[1] = 0x07;			/* MgmtClass: CM */
+	b[2] = 2;			/* ClassVersion */
+	b[3] = 0x03;			/* Method: Send */
+	b[4] = b[5] = b[6] = b[7] = 0;	/* Status, ClassSpecific */
+	for (int i = 0; i < 8; i++)
+		b[8 + i] = uint8_t(tid >> (56 - 8 * i));
+	b[16] = 0x00, b[17] = 0x10;	/* AttributeID: ConnectRequest */
+	b[18] = b[19] = 0;
+	b[20] = b[21] = b[22] = b[23] = 0;	/* AttributeModifier */
+	return b;
+}
+
+/* The UD datagrams, after the connections. */
+void datagrams(Capture &cap)
+{
+	Ud u;
+
+	/* UD_SEND_ONLY with SE, and a UD_SEND_ONLY_IMM back. */
+	u.flags = TRDMA_BTH_SE;
+	u.dest_qpn = 0x123;
+	u.src_qpn = 0x45;
+	u.qkey = 0x11111111;
+	u.payload = pattern(0, 0, 200);
+	datagram(cap, u);
+
+	u = Ud{};
+	u.opcode = TRDMA_OP_UD_SEND_ONLY_IMM;
+	u.forward = false;
+	u.dest_qpn = 0x45;
+	u.src_qpn = 0x123;
+	u.qkey = 0x11111111;
+	u.msn = 7;
+	u.imm = 0xcafef00d;
+	u.payload = pattern(7, 0, 64);
+	datagram(cap, u);
+
+	/* QP1 to QP1: a CM REQ; then one with a Q_Key that is not QP1's. */
+	u = Ud{};
+	u.dest_qpn = 1;
+	u.src_qpn = 1;
+	u.qkey = 0x80010000;
+	u.msn = 1;
+	u.payload = mad(0x0000000100000001ull);
+	datagram(cap, u);
+	u.qkey = 0x00001234;
+	u.msn = 2;
+	u.payload = mad(0x0000000100000002ull);
+	datagram(cap, u);
+
+	/* Malformed: shorter than a BTH; cut in the ImmDt; an RC opcode;
+	 * a length field that is not the payload's; flags ACKREQ and
+	 * reserved bits in the BTH and DETH; a nonzero offset. */
+	u = Ud{};
+	u.dest_qpn = 0x123;
+	u.src_qpn = 0x45;
+	u.qkey = 0x11111111;
+	u.payload = pattern(3, 0, 32);
+	u.cut = 10;
+	datagram(cap, u);
+
+	u.opcode = TRDMA_OP_UD_SEND_ONLY_IMM;
+	u.cut = 30;
+	datagram(cap, u);
+
+	u.opcode = TRDMA_OP_SEND_ONLY;
+	u.cut = SIZE_MAX;
+	datagram(cap, u);
+
+	u.opcode = TRDMA_OP_UD_SEND_ONLY;
+	u.length = 100;
+	datagram(cap, u);
+
+	u.length = -1;
+	u.flags = TRDMA_BTH_SE | TRDMA_BTH_ACKREQ;
+	u.reserved = 0x0001;
+	u.dest_qpn = 0x01000123;
+	u.src_qpn = 0x02000045;
+	datagram(cap, u);
+
+	u.flags = 0;
+	u.reserved = 0;
+	u.dest_qpn = 0x123;
+	u.src_qpn = 0x45;
+	u.offset = 8;
+	datagram(cap, u);
+
+	/* Another UDP port, no payload. */
+	u = Ud{};
+	u.port = kOtherUdPort;
+	u.dest_qpn = 0x123;
+	u.src_qpn = 0x45;
+	u.qkey = 0x11111111;
+	u.msn = 9;
+	datagram(cap, u);
+}
+
 const char *const kFields[] = {
 	"frame.number",
 	"trdma.hello.magic",
@@ -920,7 +1215,10 @@ const char *const kFields[] = {
 	"trdma.atomic.swap_add",
 	"trdma.atomic.compare",
 	"trdma.atomicack.orig",
+	"trdma.deth.qkey",
+	"trdma.deth.src_qpn",
 	"trdma.immdt",
+	"trdma.ud.payload_len",
 	"trdma.payload",
 	"trdma.opt.opcode",
 	"trdma.opt.qpn",
@@ -930,17 +1228,25 @@ const char *const kFields[] = {
 	"trdma.opt.agrees",
 };
 
-/* Is p decoded with the port preference set to port? */
-bool decoded(const Pdu &p, uint16_t port)
+/* Is p decoded with the port preferences set to tcp_port and udp_port? */
+bool decoded(const Pdu &p, uint16_t tcp_port, uint16_t udp_port)
 {
-	return p.server_port == port && !p.fields.empty();
+	if (p.udp)
+		return p.server_port == udp_port;
+	return p.server_port == tcp_port && !p.stopped;
+}
+
+bool decoded_by_default(const Pdu &p)
+{
+	return decoded(p, TRDMA_DEFAULT_PORT, TRDMA_DEFAULT_UD_PORT);
 }
 
 void write_expected(const Capture &cap, const std::string &dir,
-		    uint16_t port)
+		    const std::string &name, uint16_t tcp_port,
+		    uint16_t udp_port)
 {
-	std::ofstream out(dir + "/expected-" + std::to_string(port));
-	std::ofstream info(dir + "/info-" + std::to_string(port));
+	std::ofstream out(dir + "/expected-" + name);
+	std::ofstream info(dir + "/info-" + name);
 
 	for (size_t i = 0; i < cap.frames.size(); i++) {
 		const Frame &f = cap.frames[i];
@@ -948,7 +1254,7 @@ void write_expected(const Capture &cap, const std::string &dir,
 		std::string line = std::to_string(i + 1), text;
 
 		for (const auto &p : f.completed) {
-			if (!decoded(*p, port))
+			if (!decoded(*p, tcp_port, udp_port))
 				continue;
 			for (const auto &[name, value] : p->fields) {
 				std::string &s = v[name];
@@ -973,8 +1279,7 @@ void write_expected(const Capture &cap, const std::string &dir,
 			info << i + 1 << "\t" << text << "\n";
 	}
 	if (!out || !info)
-		throw std::runtime_error("cannot write expected-" +
-					 std::to_string(port));
+		throw std::runtime_error("cannot write expected-" + name);
 }
 
 /* The frames a filter must match, comma separated. */
@@ -999,40 +1304,61 @@ void write_filters(const Capture &cap, const std::string &dir)
 		return false;
 	};
 
+	/* On the default ports: what the filters see. */
+	auto at_default_port = [](const Pdu &p) {
+		return p.server_port == (p.udp ? TRDMA_DEFAULT_UD_PORT
+					       : TRDMA_DEFAULT_PORT);
+	};
+
 	/*
-	 * Nothing is wrong with the script, or with the generated IP and
-	 * TCP (checksum status 1 is "Good"; the driver turns checking on).
+	 * Nothing is wrong with the script, or with the generated IP, TCP
+	 * and UDP (checksum status 1 is "Good"; the driver turns checking
+	 * on).
 	 */
 	out << "_ws.lua.error\t\n";
 	out << "ip.checksum.status != 1\t\n";
 	out << "tcp.checksum.status != 1\t\n";
+	out << "udp.checksum.status != 1\t\n";
 	out << "tcp.analysis.flags && !tcp.analysis.window_update\t\n";
 	/* Wireshark marks frames with MALFORMED group experts malformed. */
 	out << "_ws.malformed\t"
 	    << frames_where(cap, [&](const Frame &f) {
-		       return has(f, [](const Pdu &p) {
-			       return p.malformed && !p.fields.empty();
+		       return has(f, [&](const Pdu &p) {
+			       return p.malformed && at_default_port(p);
 		       });
 	       })
 	    << "\n";
-	/* Experts. */
+	/* The UD datagrams. */
+	out << "trdma.ud\t"
+	    << frames_where(cap, [&](const Frame &f) {
+		       return has(f, [](const Pdu &p) {
+			       return decoded_by_default(p) && p.udp;
+		       });
+	       })
+	    << "\n";
+	/* Experts: these, and every one a PDU has. */
+	std::set<std::string> experts = {
+		"trdma.unknown_opcode", "trdma.stopped",
+		"trdma.reserved_not_zero", "trdma.ud.short",
+		"trdma.ud.bad_opcode", "trdma.ud.bad_flags",
+		"trdma.ud.bad_offset", "trdma.ud.bad_length",
+		"trdma.ud.gsi_qkey"};
+	for (const auto &f : cap.frames)
+		for (const auto &p : f.completed)
+			experts.insert(p->experts.begin(), p->experts.end());
+	for (const auto &e : experts)
+		out << e << "\t"
+		    << frames_where(cap, [&](const Frame &f) {
+			       return has(f, [&](const Pdu &p) {
+				       return at_default_port(p) &&
+					      std::count(p.experts.begin(),
+							 p.experts.end(), e);
+			       });
+		       })
+		    << "\n";
 	out << "trdma.opt.mismatch\t"
 	    << frames_where(cap, [](const Frame &f) {
 		       return f.has_opt && f.opt.agrees == 0;
-	       })
-	    << "\n";
-	out << "trdma.unknown_opcode\t"
-	    << frames_where(cap, [&](const Frame &f) {
-		       return has(f, [](const Pdu &p) {
-			       return p.malformed && !p.fields.empty();
-		       });
-	       })
-	    << "\n";
-	out << "trdma.stopped\t"
-	    << frames_where(cap, [&](const Frame &f) {
-		       return has(f, [](const Pdu &p) {
-			       return p.malformed && p.fields.empty();
-		       });
 	       })
 	    << "\n";
 	out << "trdma.aeth.rnr_timer == 14\t"
@@ -1063,14 +1389,16 @@ int main(int argc, char **argv)
 		conn_malformed(*cap);
 		conn_reject(*cap);
 		conn_other_port(*cap);
+		datagrams(*cap);
 
 		std::ofstream fields(dir + "/fields");
 		for (const char *f : kFields)
 			fields << f << "\n";
 		if (!fields)
 			throw std::runtime_error("cannot write fields");
-		write_expected(*cap, dir, TRDMA_DEFAULT_PORT);
-		write_expected(*cap, dir, kOtherPort);
+		write_expected(*cap, dir, "default", TRDMA_DEFAULT_PORT,
+			       TRDMA_DEFAULT_UD_PORT);
+		write_expected(*cap, dir, "other", kOtherPort, kOtherUdPort);
 		write_filters(*cap, dir);
 	} catch (const std::exception &e) {
 		fprintf(stderr, "trdma_pcap_gen: %s\n", e.what());

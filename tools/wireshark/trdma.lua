@@ -1,8 +1,8 @@
 -- SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 --
 -- trdma.lua: Wireshark/tshark dissector for trdma, RDMA verbs carried over
--- TCP (see docs/wire.md; the authoritative layout is
--- include/uapi/rdma/trdma-wire.h, all fields big-endian).
+-- TCP, and UD/QP1 datagrams over UDP (see docs/wire.md; the authoritative
+-- layout is include/uapi/rdma/trdma-wire.h, all fields big-endian).
 --
 --   tshark -X lua_script:tools/wireshark/trdma.lua -r capture.pcap
 --
@@ -15,6 +15,11 @@
 --             order) and bth.length payload bytes.  TCP reassembly
 --             (dissect_tcp_pdus) makes every hello and every segment one
 --             PDU, however the TCP segments cut the stream.
+--             Also UD and QP1 (GSI) datagrams (UDP port 4792, the
+--             preference trdma.udp_port): one UDP datagram per send, a BTH
+--             (opcode UD_SEND_ONLY or UD_SEND_ONLY_IMM), a DETH, the ImmDt
+--             for _IMM, then the payload; QP1's, MADs, go to Wireshark's
+--             MAD dissector where it has one.
 --
 --  trdma.opt  the trdma TCP option, an RFC 6994 experimental option (kind
 --             254, ExID 0x7464) on every data segment after the hellos,
@@ -30,6 +35,8 @@
 
 local WIRE_VERSION = 2
 local DEFAULT_PORT = 4791
+local DEFAULT_UD_PORT = 4792
+local DETH_LEN = 8
 local HELLO_MAGIC = 0x5452444d          -- "TRDM"
 local HELLO_LEN = 64
 local BTH_LEN = 20
@@ -37,6 +44,11 @@ local MAX_SEG = 64 * 1024               -- longest payload of one segment
 local TCPOPT_KIND = 254
 local TCPOPT_EXID = 0x7464
 local TCPOPT_LEN = 16
+local UD_HDR_LEN = BTH_LEN + DETH_LEN    -- BTH and DETH of a UD datagram
+local OP_UD_SEND_ONLY = 0x64
+local OP_UD_SEND_ONLY_IMM = 0x65
+local GSI_QPN = 1                       -- QP1: MADs
+local GSI_QKEY = 0x80010000
 
 -------------------------------------------------------------------------------
 -- Value strings
@@ -48,7 +60,7 @@ local hello_types = { [1] = "REQ", [2] = "ACCEPT", [3] = "REJECT" }
 local path_mtus = { [1] = "256", [2] = "512", [3] = "1024", [4] = "2048",
                     [5] = "4096" }
 
--- enum trdma_opcode: the RoCE RC opcodes.
+-- enum trdma_opcode: the RoCE RC opcodes, and the UD ones of datagrams.
 local opcodes = {
     [0x00] = "SEND_FIRST",
     [0x01] = "SEND_MIDDLE",
@@ -71,10 +83,13 @@ local opcodes = {
     [0x12] = "ATOMIC_ACK",
     [0x13] = "COMPARE_SWAP",
     [0x14] = "FETCH_ADD",
+    [OP_UD_SEND_ONLY] = "UD_SEND_ONLY",
+    [OP_UD_SEND_ONLY_IMM] = "UD_SEND_ONLY_IMM",
 }
 
--- The extension headers of each opcode, as trdma_hdr_len() in
--- kernel/trdma_wire.c has them.  reth and atomic are exclusive.
+-- The extension headers of each opcode of the byte stream, as
+-- trdma_hdr_len() in kernel/trdma_wire.c has them.  reth and atomic are
+-- exclusive.  (The UD opcodes are no segment's.)
 local R, A, K, I = "reth", "aeth", "atomicack", "immdt"
 local ext_headers = {
     [0x00] = {}, [0x01] = {}, [0x02] = {}, [0x03] = { I },
@@ -147,7 +162,7 @@ end
 -- trdma: the byte stream
 -------------------------------------------------------------------------------
 
-local trdma = Proto("trdma", "trdma (RDMA over TCP)")
+local trdma = Proto("trdma", "trdma (RDMA over TCP and UDP)")
 
 local pf = {
     hello = ProtoField.none("trdma.hello", "Hello"),
@@ -239,6 +254,17 @@ local pf = {
 
     immdt = ProtoField.uint32("trdma.immdt", "Immediate data", base.HEX),
 
+    ud = ProtoField.none("trdma.ud", "UD datagram"),
+    ud_payload_len = ProtoField.uint32("trdma.ud.payload_len",
+                                       "Payload bytes in the datagram",
+                                       base.DEC),
+    deth = ProtoField.none("trdma.deth", "Datagram Extended Transport Header"),
+    deth_qkey = ProtoField.uint32("trdma.deth.qkey", "Q_Key", base.HEX),
+    deth_reserved = ProtoField.uint8("trdma.deth.reserved", "Reserved",
+                                     base.HEX),
+    deth_src_qpn = ProtoField.uint24("trdma.deth.src_qpn", "Source QPN",
+                                     base.DEC),
+
     payload = ProtoField.bytes("trdma.payload", "Payload"),
     undecoded = ProtoField.bytes("trdma.undecoded", "Undecoded data"),
 }
@@ -271,11 +297,34 @@ local ef = {
         expert.group.RESPONSE_CODE, expert.severity.WARN),
     reject = ProtoExpert.new("trdma.hello.rejected", "Connection rejected",
         expert.group.RESPONSE_CODE, expert.severity.WARN),
+
+    -- UD datagrams: each of these the receiver drops (and counts).
+    ud_short = ProtoExpert.new("trdma.ud.short",
+        "Datagram shorter than its headers (BTH, DETH, ImmDt)",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    ud_bad_opcode = ProtoExpert.new("trdma.ud.bad_opcode",
+        "Not a UD opcode (UD_SEND_ONLY 0x64 or UD_SEND_ONLY_IMM 0x65)",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    ud_bad_flags = ProtoExpert.new("trdma.ud.bad_flags",
+        "Flags other than SE on a datagram", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    ud_bad_offset = ProtoExpert.new("trdma.ud.bad_offset",
+        "Offset not zero on a datagram", expert.group.MALFORMED,
+        expert.severity.ERROR),
+    ud_bad_length = ProtoExpert.new("trdma.ud.bad_length",
+        "Length field is not the payload bytes after the headers",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    ud_gsi_qkey = ProtoExpert.new("trdma.ud.gsi_qkey",
+        "Q_Key of a datagram to QP1 is not 0x80010000",
+        expert.group.PROTOCOL, expert.severity.WARN),
 }
 trdma.experts = ef
 
 trdma.prefs.tcp_port = Pref.uint("TCP port", DEFAULT_PORT,
     "The TCP port trdma connections are accepted on (the module's 'port' "
+    .. "parameter)")
+trdma.prefs.udp_port = Pref.uint("UDP port", DEFAULT_UD_PORT,
+    "The UDP port of UD and QP1 datagrams (the module's 'ud_port' "
     .. "parameter)")
 
 -- Per capture file state: where decoding of a stream direction stopped at
@@ -429,8 +478,9 @@ local ext_dissectors = {
 }
 
 -- The BTH at the start of tvb; returns its Info text, and the items of its
--- opcode and length.
-local function dissect_bth(tvb, tree, opcode)
+-- opcode, flags, offset and length.  ud: a datagram's, whose flags other
+-- than SE the caller flags.
+local function dissect_bth(tvb, tree, opcode, ud)
     local t = tree:add(pf.bth, tvb(0, BTH_LEN))
     local op = t:add(pf.bth_opcode, tvb(0, 1))
     local flags = t:add(pf.bth_flags, tvb(1, 1))
@@ -438,7 +488,7 @@ local function dissect_bth(tvb, tree, opcode)
     flags:add(pf.bth_ackreq, tvb(1, 1))
     flags:add(pf.bth_aeth, tvb(1, 1))
     local fr = flags:add(pf.bth_flags_reserved, tvb(1, 1))
-    if bit32.band(tvb(1, 1):uint(), 0x1f) ~= 0 then
+    if not ud and bit32.band(tvb(1, 1):uint(), 0x1f) ~= 0 then
         fr:add_proto_expert_info(ef.reserved)
     end
     local r = t:add(pf.bth_reserved, tvb(2, 2))
@@ -447,7 +497,7 @@ local function dissect_bth(tvb, tree, opcode)
     if tvb(4, 1):uint() ~= 0 then r:add_proto_expert_info(ef.reserved) end
     t:add(pf.bth_dest_qpn, tvb(5, 3))
     t:add(pf.bth_msn, tvb(8, 4))
-    t:add(pf.bth_offset, tvb(12, 4))
+    local off = t:add(pf.bth_offset, tvb(12, 4))
     local len = t:add(pf.bth_length, tvb(16, 4))
 
     local text = string.format("%s qpn=%d msn=%d len=%d",
@@ -455,7 +505,7 @@ local function dissect_bth(tvb, tree, opcode)
                                tvb(5, 3):uint(), tvb(8, 4):uint(),
                                tvb(16, 4):uint())
     t:append_text(": " .. text)
-    return text, op, len
+    return text, { op = op, flags = flags, offset = off, length = len }
 end
 
 -- dissect_tcp_pdus: one hello or segment, the whole of tvb.
@@ -471,7 +521,8 @@ local function dissect_pdu(tvb, pinfo, tree)
 
     local opcode = tvb(0, 1):uint()
     local flags = tvb(1, 1):uint()
-    local text, op_item, len_item = dissect_bth(tvb, t, opcode)
+    local text, items = dissect_bth(tvb, t, opcode)
+    local op_item, len_item = items.op, items.length
     local hlen = hdr_len(opcode, flags)
     local length = tvb(16, 4):uint()
     if not hlen or length > MAX_SEG then
@@ -523,7 +574,119 @@ local function dissect_pdu(tvb, pinfo, tree)
     return tvb:len()
 end
 
+-------------------------------------------------------------------------------
+-- trdma UD datagrams
+-------------------------------------------------------------------------------
+
+local PT_UDP = 3        -- enum port_type: pinfo.port_type under UDP
+
+-- Wireshark's dissector of IB MADs (from the common MAD header on), looked
+-- up on first use by the names it may have.  Wireshark 4.0 has none: its
+-- InfiniBand dissector decodes MADs only inside whole IB packets.  nil
+-- then, and a MAD is shown as payload bytes only.
+local mad_dissector, mad_looked_up = nil, false
+
+local function get_mad_dissector()
+    if not mad_looked_up then
+        mad_looked_up = true
+        for _, name in ipairs({ "mad", "infiniband.mad" }) do
+            local ok, d = pcall(Dissector.get, name)
+            if ok and d then
+                mad_dissector = d
+                break
+            end
+        end
+    end
+    return mad_dissector
+end
+
+-- One UD or QP1 datagram, the whole of tvb: BTH, DETH, ImmDt for
+-- UD_SEND_ONLY_IMM, payload.  Everything the receiver drops is flagged.
+local function dissect_ud(tvb, pinfo, tree)
+    local size = tvb:reported_len()
+    local t = tree:add(trdma, tvb())
+    local u = t:add(pf.ud, tvb())
+    u:append_text(string.format(" (%d bytes)", size))
+
+    local function done(text)
+        t:append_text(", " .. text)
+        add_info(pinfo, text)
+        return tvb:len()
+    end
+
+    if size < BTH_LEN then
+        u:add_proto_expert_info(ef.ud_short)
+        if tvb:len() > 0 then u:add(pf.undecoded, tvb()) end
+        return done(string.format("Short UD datagram (%d bytes)", size))
+    end
+
+    local opcode = tvb(0, 1):uint()
+    local text, items = dissect_bth(tvb, u, opcode, true)
+    if opcode ~= OP_UD_SEND_ONLY and opcode ~= OP_UD_SEND_ONLY_IMM then
+        items.op:add_proto_expert_info(ef.ud_bad_opcode)
+        if tvb:len() > BTH_LEN then u:add(pf.undecoded, tvb(BTH_LEN)) end
+        return done(string.format("Bad UD opcode 0x%02x", opcode))
+    end
+    if bit32.band(tvb(1, 1):uint(), bit32.bnot(0x80)) ~= 0 then
+        items.flags:add_proto_expert_info(ef.ud_bad_flags)
+    end
+    if tvb(12, 4):uint() ~= 0 then
+        items.offset:add_proto_expert_info(ef.ud_bad_offset)
+    end
+
+    local hlen = UD_HDR_LEN + (opcode == OP_UD_SEND_ONLY_IMM and 4 or 0)
+    if size < hlen then
+        u:add_proto_expert_info(ef.ud_short)
+        if tvb:len() > BTH_LEN then u:add(pf.undecoded, tvb(BTH_LEN)) end
+        return done(string.format("%s [short datagram: %d bytes]", text,
+                                  size))
+    end
+
+    local dest_qpn = tvb(5, 3):uint()
+    local qkey = tvb(BTH_LEN, 4):uint()
+    local d = u:add(pf.deth, tvb(BTH_LEN, DETH_LEN))
+    local qk = d:add(pf.deth_qkey, tvb(BTH_LEN, 4))
+    if dest_qpn == GSI_QPN and qkey ~= GSI_QKEY then
+        qk:add_proto_expert_info(ef.ud_gsi_qkey)
+    end
+    local r = d:add(pf.deth_reserved, tvb(BTH_LEN + 4, 1))
+    if tvb(BTH_LEN + 4, 1):uint() ~= 0 then
+        r:add_proto_expert_info(ef.reserved)
+    end
+    d:add(pf.deth_src_qpn, tvb(BTH_LEN + 5, 3))
+    local dtext = string.format(" src_qpn=%d qkey=0x%08x",
+                                tvb(BTH_LEN + 5, 3):uint(), qkey)
+    d:append_text(":" .. dtext)
+    text = text .. dtext
+    if opcode == OP_UD_SEND_ONLY_IMM then
+        text = text .. ext_dissectors.immdt(tvb, UD_HDR_LEN, u)
+    end
+
+    -- The payload: every byte after the headers.
+    local n = size - hlen
+    u:add(pf.ud_payload_len, n):set_generated()
+    if tvb(16, 4):uint() ~= n then
+        items.length:add_proto_expert_info(ef.ud_bad_length)
+    end
+    local captured = math.min(n, tvb:len() - hlen)
+    if captured > 0 then
+        u:add(pf.payload, tvb(hlen, captured)):set_text(
+            string.format("Payload (%d bytes)", n))
+    end
+    local ret = done(text)
+
+    -- QP1's payload is a MAD.
+    local mad = dest_qpn == GSI_QPN and captured > 0 and get_mad_dissector()
+    if mad then
+        pinfo.cols.info:fence()
+        pcall(mad.call, mad, tvb(hlen, captured):tvb(), pinfo, tree)
+    end
+    return ret
+end
+
 function trdma.dissector(tvb, pinfo, tree)
+    if pinfo.port_type == PT_UDP then return dissect_ud(tvb, pinfo, tree) end
+
     local stop = stopped_range(direction_key(pinfo), pinfo.number)
     if stop and is_hello(tvb, 0) then
         -- A new connection reusing the addresses and ports.
@@ -539,25 +702,29 @@ function trdma.dissector(tvb, pinfo, tree)
     return tvb:len()
 end
 
--- The port preference: one entry in the "tcp.port" table (and in Decode As).
-local registered_port = 0
+-- The port preferences: one entry each in the "tcp.port" and "udp.port"
+-- tables (and in Decode As).  The dissector tells the two apart by
+-- pinfo.port_type, so Decode As works for either.
+local registered_port = { tcp = 0, udp = 0 }
 
-local function register_port()
-    local tcp_port = DissectorTable.get("tcp.port")
-    if registered_port ~= 0 then
-        tcp_port:remove(registered_port, trdma)
+local function register_port(transport)
+    local port = trdma.prefs[transport .. "_port"]
+    if port == registered_port[transport] then return end
+    local dt = DissectorTable.get(transport .. ".port")
+    if registered_port[transport] ~= 0 then
+        dt:remove(registered_port[transport], trdma)
     end
-    registered_port = trdma.prefs.tcp_port
-    if registered_port ~= 0 then
-        tcp_port:add(registered_port, trdma)
-    end
+    registered_port[transport] = port
+    if port ~= 0 then dt:add(port, trdma) end
 end
 
 function trdma.prefs_changed()
-    if trdma.prefs.tcp_port ~= registered_port then register_port() end
+    register_port("tcp")
+    register_port("udp")
 end
 
-register_port()
+register_port("tcp")
+register_port("udp")
 
 -------------------------------------------------------------------------------
 -- trdma.opt: the TCP option
@@ -658,7 +825,9 @@ local function dissect_option(src, offset, tree)
     oq:add(of.qpn, src(offset + 5, 3))
     t:add(of.msn, src(offset + 8, 4))
     t:add(of.offset, src(offset + 12, 4))
-    if not opcodes[opcode] then op:add_proto_expert_info(oef.unknown_opcode) end
+    if not ext_headers[opcode] then
+        op:add_proto_expert_info(oef.unknown_opcode)
+    end
     local summary = string.format("%s qpn=%d msn=%d offset=%d",
                                   opcodes[opcode] or "UNKNOWN", qpn, msn, start)
 
