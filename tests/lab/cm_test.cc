@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -73,7 +74,16 @@ class CmTest : public ::testing::TestWithParam<int> {
     cch_ = rdma_create_event_channel();
     ASSERT_TRUE(sch_ && cch_);
     ASSERT_EQ(rdma_create_id(sch_, &listen_, nullptr, RDMA_PS_TCP), 0);
-    ASSERT_EQ(rdma_bind_addr(listen_, sa()), 0) << strerror(errno);
+    // Earlier tests may have taken the netdev's MTU below IPv6's minimum,
+    // which drops its IPv6 addresses: the lab's address comes back, and
+    // its GID with it (the RDMA core adds it asynchronously).
+    if (GetParam() == AF_INET6)
+      trdma_lab::Sh("ip -6 addr add " + a + "/64 dev " +
+                    trdma_lab::NetdevName() + " nodad 2>/dev/null");
+    int rv = -1;
+    for (int i = 0; i < 50 && (rv = rdma_bind_addr(listen_, sa())); i++)
+      usleep(100000);
+    ASSERT_EQ(rv, 0) << strerror(errno);
     ASSERT_EQ(rdma_listen(listen_, 4), 0) << strerror(errno);
     ASSERT_NE(listen_->verbs, nullptr) << "bound to no device";
     EXPECT_STREQ(ibv_get_device_name(listen_->verbs->device),
