@@ -18,6 +18,7 @@
 #include <rdma/trdma-abi.h>
 #include <rdma/trdma-wire.h>
 
+#include "trdma_compat.h"
 #include "trdma_slot.h"
 #include "trdma_wire.h"
 

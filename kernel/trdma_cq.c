@@ -14,8 +14,9 @@
 #include "trdma.h"
 #include "trdma_verbs.h"
 
-int trdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-		    struct ib_udata *udata)
+int trdma_create_cq_udata(struct ib_cq *ibcq,
+			  const struct ib_cq_init_attr *attr,
+			  struct ib_udata *udata)
 {
 	struct trdma_dev *tdev = to_tdev(ibcq->device);
 	struct trdma_ucontext *uctx = rdma_udata_to_drv_context(udata,

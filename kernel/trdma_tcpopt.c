@@ -94,7 +94,8 @@ void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
 	/* All of the hello is queued: write_seq is ISN + 1 + its length. */
 	o->iss = tcp_sk(sk)->write_seq - o->next;
 	icsk->icsk_ext_hdr_len += TRDMA_TCPOPT_LEN;
-	tcp_sync_mss(sk, icsk->icsk_pmtu_cookie);
+	/* tcp_sync_mss(), as IP_OPTIONS does it (not exported in 6.12). */
+	icsk->icsk_sync_mss(sk, icsk->icsk_pmtu_cookie);
 	/* The first trdma segment does not share the hello's skb. */
 	trdma_txopt_mark_eor(sk);
 	o->on = true;

@@ -6,8 +6,9 @@
  * responder's ACKs first, then its READ responses, then the requester's
  * send WQEs in order.  A segment, once started, is finished before the next
  * one begins; payload pages of registered memory are handed to TCP without
- * copying (do_tcp_sendpages through kernel_sendpage: Debian's 6.1 defines
- * MSG_SPLICE_PAGES but its TCP does not honour it), headers and inline data
+ * copying (trdma_sendpage(): kernel_sendpage where the kernel has it, as
+ * Debian's 6.1 does, whose MSG_SPLICE_PAGES its TCP ignores; sendmsg with
+ * MSG_SPLICE_PAGES from 6.5 on), headers and inline data
  * are copied.  A SEND or WRITE completes when the responder acknowledges
  * it, so no page is reused while TCP may still retransmit it.
  */
@@ -629,9 +630,9 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		return -EACCES;
 	page = trdma_mr_page(mr, va, &pg_off);
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
-	rv = kernel_sendpage(sock, page, pg_off, n,
-			     MSG_DONTWAIT | MSG_NOSIGNAL |
-			     (more || n < len ? MSG_MORE : 0));
+	rv = trdma_sendpage(sock, page, pg_off, n,
+			    MSG_DONTWAIT | MSG_NOSIGNAL |
+			    (more || n < len ? MSG_MORE : 0));
 	trdma_mr_put(mr);
 	return rv;
 }

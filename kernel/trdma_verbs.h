@@ -4,6 +4,8 @@
 
 #include <rdma/ib_verbs.h>
 
+#include "trdma_compat.h"
+
 struct trdma_ring;
 
 /* trdma_verbs.c: device, port and user context */
@@ -34,8 +36,7 @@ int trdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
 void trdma_mmap_free(struct rdma_user_mmap_entry *rdma);
 
 /* trdma_cq.c */
-int trdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-		    struct ib_udata *udata);
+/* trdma_create_cq(): trdma_compat.h */
 int trdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int trdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int trdma_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * trdma: the differences between the kernels trdma.ko builds for, in one
+ * place.  Each TRDMA_* flag comes from a probe of the kernel's headers at
+ * build time (kernel/trdma_compat.sh, run by kernel/Kbuild), never from a
+ * version number.
+ */
+#ifndef _TRDMA_COMPAT_H
+#define _TRDMA_COMPAT_H
+
+#include <linux/bvec.h>
+#include <linux/net.h>
+#include <linux/socket.h>
+#include <linux/uio.h>
+#include <rdma/uverbs_ioctl.h>
+
+/*
+ * ib_device_ops.create_cq: its last argument is the udata, or (6.11 on)
+ * the uverbs attribute bundle, NULL for a kernel CQ, whose driver_udata is
+ * the udata.  trdma_cq.c implements it with the udata.
+ */
+int trdma_create_cq_udata(struct ib_cq *ibcq,
+			  const struct ib_cq_init_attr *attr,
+			  struct ib_udata *udata);
+
+#ifdef TRDMA_CREATE_CQ_ATTRS
+static inline int trdma_create_cq(struct ib_cq *ibcq,
+				  const struct ib_cq_init_attr *attr,
+				  struct uverbs_attr_bundle *attrs)
+{
+	return trdma_create_cq_udata(ibcq, attr,
+				     attrs ? &attrs->driver_udata : NULL);
+}
+#else
+static inline int trdma_create_cq(struct ib_cq *ibcq,
+				  const struct ib_cq_init_attr *attr,
+				  struct ib_udata *udata)
+{
+	return trdma_create_cq_udata(ibcq, attr, udata);
+}
+#endif
+
+/*
+ * Hands len bytes of a page to a socket without copying them: sendpage
+ * where the kernel has it, sendmsg with MSG_SPLICE_PAGES where that
+ * replaced it (6.5 on).  Process context, socket not locked.
+ */
+static inline int trdma_sendpage(struct socket *sock, struct page *page,
+				 int offset, size_t len, int flags)
+{
+#ifdef TRDMA_HAVE_KERNEL_SENDPAGE
+	return kernel_sendpage(sock, page, offset, len, flags);
+#else
+	struct msghdr msg = { .msg_flags = flags | MSG_SPLICE_PAGES };
+	struct bio_vec bvec;
+
+	bvec_set_page(&bvec, page, len, offset);
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, &bvec, 1, len);
+	return sock_sendmsg(sock, &msg);
+#endif
+}
+
+#endif /* _TRDMA_COMPAT_H */
