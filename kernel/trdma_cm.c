@@ -109,6 +109,14 @@ static void trdma_cm_tune(struct trdma_dev *tdev, struct socket *sock)
 	char cc[sizeof(tdev->tcp_cc)];
 	int sndbuf, rcvbuf, rv;
 
+	/*
+	 * The receive path sends ACKs in softirq (trdma_tx_push_from_rx()),
+	 * where current's task_frag is the interrupted task's, which may be
+	 * appending to it itself: TCP copies into the socket's own page
+	 * frag instead (under the socket lock), on every kernel.
+	 */
+	trdma_sk_no_task_frag(sock->sk);
+
 	spin_lock(&tdev->knob_lock);
 	memcpy(cc, tdev->tcp_cc, sizeof(cc));
 	sndbuf = tdev->tcp_sndbuf;
@@ -304,6 +312,160 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 }
 
+/* ---- closing ---------------------------------------------------------- */
+
+/*
+ * A connection its QP let go of (destroyed, reset, in error) may still
+ * have bytes on the way from the peer: an ACK the peer held back
+ * (trdma_tx_ack_soon()) can cross our FIN.  Bytes for a socket closed for
+ * reading make TCP reset the connection (RFC 1122 4.2.2.13), and a reset
+ * fails the peer's QP at once, where our FIN alone lets it finish its
+ * peer_close_grace.  So the socket sends its FIN (SHUT_WR), stays open and
+ * discards what still comes until the peer's FIN is in or the connection
+ * is gone, for at most TRDMA_CLOSE_LINGER_MS; then it is released.
+ */
+#define TRDMA_CLOSE_LINGER_MS	5000
+
+struct trdma_closing {
+	struct list_head list;		/* in trdma_closing_list once armed */
+	struct socket *sock;
+	struct delayed_work work;	/* trdma_closing_work() releases */
+	bool armed;			/* work queued; under sk_callback_lock */
+	void (*saved_data_ready)(struct sock *sk);
+	void (*saved_state_change)(struct sock *sk);
+};
+
+static LIST_HEAD(trdma_closing_list);
+/* Protects trdma_closing_list; nests inside sk_callback_lock. */
+static DEFINE_SPINLOCK(trdma_closing_lock);
+
+static int trdma_closing_discard(read_descriptor_t *rd, struct sk_buff *skb,
+				 unsigned int off, size_t len)
+{
+	return len;
+}
+
+/* Discards what the socket holds.  Socket lock held. */
+static void trdma_closing_drain(struct sock *sk)
+{
+	read_descriptor_t rd = { .count = 1 };
+
+	tcp_read_sock(sk, &rd, trdma_closing_discard);
+}
+
+/* Nothing more can come: the peer's FIN is in, or the connection is gone. */
+static bool trdma_closing_done(const struct sock *sk)
+{
+	return (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN) ||
+	       READ_ONCE(sk->sk_state) == TCP_CLOSE;
+}
+
+static void trdma_closing_data_ready(struct sock *sk)
+{
+	read_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data)
+		trdma_closing_drain(sk);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void trdma_closing_state_change(struct sock *sk)
+{
+	struct trdma_closing *c;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	c = sk->sk_user_data;
+	if (c && c->armed && trdma_closing_done(sk))
+		mod_delayed_work(trdma_wq, &c->work, 0);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * Out of trdma_closing_list first (trdma_closing_flush() requeues only
+ * what is listed), then the callbacks are the socket's own again: after
+ * that nothing requeues the work, and a requeue from before is cancelled.
+ */
+static void trdma_closing_work(struct work_struct *work)
+{
+	struct trdma_closing *c = container_of(to_delayed_work(work),
+					       struct trdma_closing, work);
+	struct sock *sk = c->sock->sk;
+
+	spin_lock_bh(&trdma_closing_lock);
+	list_del(&c->list);
+	spin_unlock_bh(&trdma_closing_lock);
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = c->saved_data_ready;
+	sk->sk_state_change = c->saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	cancel_delayed_work(&c->work);
+
+	/* Unread bytes would make the close a reset. */
+	lock_sock(sk);
+	trdma_closing_drain(sk);
+	release_sock(sk);
+	kernel_sock_shutdown(c->sock, SHUT_RDWR);
+	sock_release(c->sock);
+	kfree(c);
+}
+
+/*
+ * Closes a connection no QP holds any more.  Until the closing is armed
+ * (its work queued) nothing else releases the socket; once it is, this
+ * touches neither the socket nor c again.  Process context.
+ */
+static void trdma_cm_close(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	struct trdma_closing *c;
+
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c) {
+		kernel_sock_shutdown(sock, SHUT_RDWR);
+		sock_release(sock);
+		return;
+	}
+	c->sock = sock;
+	INIT_DELAYED_WORK(&c->work, trdma_closing_work);
+
+	write_lock_bh(&sk->sk_callback_lock);
+	c->saved_data_ready = sk->sk_data_ready;
+	c->saved_state_change = sk->sk_state_change;
+	sk->sk_user_data = c;
+	sk->sk_data_ready = trdma_closing_data_ready;
+	sk->sk_state_change = trdma_closing_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+
+	kernel_sock_shutdown(sock, SHUT_WR);
+	lock_sock(sk);
+	trdma_closing_drain(sk);	/* what came before the callbacks */
+	release_sock(sk);
+
+	/* A state change from here on finds the closing armed. */
+	write_lock_bh(&sk->sk_callback_lock);
+	c->armed = true;
+	spin_lock(&trdma_closing_lock);
+	list_add_tail(&c->list, &trdma_closing_list);
+	spin_unlock(&trdma_closing_lock);
+	queue_delayed_work(trdma_wq, &c->work, trdma_closing_done(sk) ? 0 :
+			   msecs_to_jiffies(TRDMA_CLOSE_LINGER_MS));
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* Module unload: every closing connection is released now. */
+static void trdma_closing_flush(void)
+{
+	struct trdma_closing *c;
+
+	spin_lock_bh(&trdma_closing_lock);
+	list_for_each_entry(c, &trdma_closing_list, list)
+		mod_delayed_work(trdma_wq, &c->work, 0);
+	spin_unlock_bh(&trdma_closing_lock);
+	flush_workqueue(trdma_wq);
+	WARN_ON(!list_empty(&trdma_closing_list));
+}
+
 /*
  * Unbinds and closes the QP's connection, if any, then lets the QP settle
  * what its receive path left (trdma_qp_rx_stopped).  Under state_mutex,
@@ -333,9 +495,7 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	sk->sk_state_change = qp->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
 	trdma_txopt_stop(qp, sock);
-
-	kernel_sock_shutdown(sock, SHUT_RDWR);
-	sock_release(sock);
+	trdma_cm_close(sock);
 out:
 	/* No callback of the socket runs any more: the receive path is idle. */
 	trdma_qp_rx_stopped(qp);
@@ -798,6 +958,7 @@ void trdma_cm_exit(void)
 	list_for_each_entry_safe(p, next, &trdma_pending_list, list)
 		trdma_pending_close(p);
 	mutex_unlock(&trdma_pending_lock);
+	trdma_closing_flush();
 	destroy_workqueue(trdma_accept_wq);
 	destroy_workqueue(trdma_dial_wq);
 	destroy_workqueue(trdma_wq);

@@ -12,6 +12,7 @@
 #include <linux/net.h>
 #include <linux/socket.h>
 #include <linux/uio.h>
+#include <net/sock.h>
 #include <rdma/uverbs_ioctl.h>
 
 /*
@@ -57,6 +58,18 @@ static inline int trdma_sendpage(struct socket *sock, struct page *page,
 	bvec_set_page(&bvec, page, len, offset);
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, &bvec, 1, len);
 	return sock_sendmsg(sock, &msg);
+#endif
+}
+
+/*
+ * TCP copies what is sent into sk_page_frag(): current's task_frag unless
+ * the socket says otherwise (sk_use_task_frag, 6.2 on and Debian's 6.1),
+ * else, before that, unless sk_allocation is atomic.
+ */
+static inline void trdma_sk_no_task_frag(struct sock *sk)
+{
+#ifdef TRDMA_HAVE_SK_USE_TASK_FRAG
+	sk->sk_use_task_frag = false;
 #endif
 }
 

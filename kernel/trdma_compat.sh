@@ -18,4 +18,9 @@ fi
 if grep -q '^int kernel_sendpage(' "$inc/linux/net.h"; then
 	echo -DTRDMA_HAVE_KERNEL_SENDPAGE
 fi
+# sk_use_task_frag (6.2, and Debian's 6.1): TCP appends to current's
+# task_frag unless it is off; on 6.1 GFP_ATOMIC alone kept it off.
+if grep -q 'sk_use_task_frag;' "$inc/net/sock.h"; then
+	echo -DTRDMA_HAVE_SK_USE_TASK_FRAG
+fi
 exit 0

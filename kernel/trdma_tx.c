@@ -896,7 +896,11 @@ static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
 	gfp_t gfp = sk->sk_allocation;
 	int rv;
 
-	/* No sleeping allocation, and not current's page_frag. */
+	/*
+	 * No sleeping allocation; and not current's page_frag, which
+	 * trdma_cm_tune() turned off where the kernel has sk_use_task_frag
+	 * and GFP_ATOMIC keeps off where it has not.
+	 */
 	sk->sk_allocation = GFP_ATOMIC;
 	rv = trdma_tx_push(qp, qp->sock, true);
 	sk->sk_allocation = gfp;
