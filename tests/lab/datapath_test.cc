@@ -723,8 +723,10 @@ TEST_F(DataPathTest, MalformedSegmentClosesOnlyThatConnection) {
 // last receive completes.  A's SEND still completes successfully (B's ACK
 // went out before the close), and A, owing B nothing, is not failed at once:
 // its leftover receives stay posted for the peer_close_grace (1 s), then the
-// QP goes to error and they flush.
+// QP goes to error and they flush.  The connection ends with FINs, never a
+// reset (which would fail A at once).
 TEST_F(DataPathTest, PeerDestroyedAfterItsLastCompletion) {
+  const long rsts = TcpSnmp("OutRsts");
   for (int i = 0; i < 4; i++) ASSERT_EQ(PostRecv(a_, 50 + i, Sges(a_, 0, 64, 1)), 0);
   ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 0, 64, 1)), 0);
   ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, Sges(a_, 0, 64, 1)), 0);
@@ -736,13 +738,30 @@ TEST_F(DataPathTest, PeerDestroyedAfterItsLastCompletion) {
   EXPECT_EQ(s.wr_id, 2u);
   EXPECT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
   ExpectPeerCloseGrace(a_, t0, 50, 4);
+  EXPECT_EQ(TcpSnmp("OutRsts"), rsts) << "a connection was reset";
 }
 
 // A's last WRITEs were unsignaled, so B holds their ACK (ack_coalesce_us)
 // when A destroys its QP: B owes A nothing A asked for, so B is not failed
-// at once either; its receive stays posted for the peer_close_grace.
+// at once either; its receive stays posted for the peer_close_grace.  Where
+// B's held ACK crosses A's FIN, A's closing socket still takes it in: TCP
+// would answer bytes for a socket closed for reading with a reset.
 TEST_F(DataPathTest, PeerDestroyedAfterUnsignaledWrites) {
+  const long rsts = TcpSnmp("OutRsts");
   const uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data());
+  // trdma asks for the ACK of every message whose MSN is a multiple of a
+  // quarter of the SQ (64 here) even when unsignaled, and B would then owe
+  // A that ACK.  A's messages are numbered from its sq_psn (Connect()):
+  // signaled WRITEs first, until none of the next three is such a one.
+  uint32_t msn = 1000 + a_.qp->qp_num;
+  for (uint64_t id = 90; msn % 64 == 0 || (msn + 1) % 64 == 0 ||
+                         (msn + 2) % 64 == 0;
+       id++, msn++) {
+    ASSERT_EQ(PostSend(a_, id, IBV_WR_RDMA_WRITE, Sges(a_, 8192, 8, 1),
+                       raddr + 8192, b_.mr->rkey),
+              0);
+    ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  }
   ASSERT_EQ(PostRecv(b_, 50, Sges(b_, 4096, 64, 1)), 0);
   Fill(a_.buf, 0, 3 * 64, 9);
   for (int i = 0; i < 3; i++)
@@ -750,13 +769,16 @@ TEST_F(DataPathTest, PeerDestroyedAfterUnsignaledWrites) {
                        raddr + i * 64, b_.mr->rkey, 0, 0),
               0);
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (memcmp(a_.buf.data(), b_.buf.data(), 3 * 64) &&
+  bool seen = false;
+  while (!(seen = !memcmp(a_.buf.data(), b_.buf.data(), 3 * 64)) &&
          std::chrono::steady_clock::now() < end)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(memcmp(a_.buf.data(), b_.buf.data(), 3 * 64), 0);
+  ASSERT_TRUE(seen) << "not placed in 5 s: "
+                    << Diff(a_.buf.data(), b_.buf.data(), 3 * 64);
   ASSERT_EQ(ibv_destroy_qp(a_.qp), 0);
   a_.qp = nullptr;
   ExpectPeerCloseGrace(b_, std::chrono::steady_clock::now(), 50, 1);
+  EXPECT_EQ(TcpSnmp("OutRsts"), rsts) << "a connection was reset";
 }
 
 // The peer goes away while A has a request on the wire: A fails at once.

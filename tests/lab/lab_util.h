@@ -143,6 +143,9 @@ std::string ShOut(const std::string &cmd);
 // The value of a port counter of the device under test, as `rdma
 // statistic` shows it; -1 when there is no such counter.
 long Counter(const std::string &name);
+// A field of the "Tcp:" lines of /proc/net/snmp (OutRsts, say); -1 if
+// there is none.
+long TcpSnmp(const std::string &field);
 // Reads a whole (sysfs) file, without the trailing newline.
 std::string ReadFile(const std::string &path);
 

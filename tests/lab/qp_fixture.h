@@ -158,6 +158,18 @@ class DataPathTest : public ::testing::Test {
     return wc;
   }
 
+  // Where two byte ranges differ, for a failure message.
+  static std::string Diff(const uint8_t *want, const uint8_t *got, size_t n) {
+    size_t first = n, count = 0;
+    for (size_t i = 0; i < n; i++)
+      if (want[i] != got[i] && count++ == 0) first = i;
+    if (!count) return "equal";
+    return std::to_string(count) + " of " + std::to_string(n) +
+           " bytes differ, the first at " + std::to_string(first) +
+           ": want " + std::to_string(want[first]) + " got " +
+           std::to_string(got[first]);
+  }
+
   void Fill(std::vector<uint8_t> &v, size_t off, size_t len, unsigned seed) {
     std::mt19937 rng(seed);
     for (size_t i = 0; i < len; i++) v[off + i] = static_cast<uint8_t>(rng());
