@@ -38,19 +38,6 @@ std::string ShOut(const std::string &cmd) {
   return out;
 }
 
-long TcpSnmp(const std::string &field) {
-  std::ifstream in("/proc/net/snmp");
-  std::string names, values;
-  while (std::getline(in, names)) {
-    if (names.rfind("Tcp:", 0) || !std::getline(in, values)) continue;
-    std::istringstream n(names), v(values);
-    std::string name, value;
-    while (n >> name && v >> value)
-      if (name == field) return std::stol(value);
-  }
-  return -1;
-}
-
 std::string ReadFile(const std::string &path) {
   std::ifstream in(path);
   std::stringstream ss;

@@ -107,9 +107,9 @@ inline bool ReadFull(int fd, void *p, size_t len, int ms) {
   return got == len;
 }
 
-// TCP segments retransmitted since boot (/proc/net/snmp, Tcp: RetransSegs);
-// -1 when the kernel shows none.
-inline long TcpRetransSegs() {
+// A field of the "Tcp:" lines of /proc/net/snmp (RetransSegs, OutRsts);
+// -1 when the kernel shows no such field.
+inline long TcpSnmp(const std::string &field) {
   std::ifstream in("/proc/net/snmp");
   std::string line, names;
   while (std::getline(in, line)) {
@@ -121,10 +121,13 @@ inline long TcpRetransSegs() {
     std::istringstream n(names), v(line);
     std::string name, value;
     while (n >> name && v >> value)
-      if (name == "RetransSegs") return std::stol(value);
+      if (name == field) return std::stol(value);
   }
   return -1;
 }
+
+// TCP segments retransmitted since boot; -1 when the kernel shows none.
+inline long TcpRetransSegs() { return TcpSnmp("RetransSegs"); }
 
 // The functions below are in lab_util.cc; the ones above need no linking
 // (tests/lab/xhost_fault.cc uses them without it).
@@ -143,9 +146,6 @@ std::string ShOut(const std::string &cmd);
 // The value of a port counter of the device under test, as `rdma
 // statistic` shows it; -1 when there is no such counter.
 long Counter(const std::string &name);
-// A field of the "Tcp:" lines of /proc/net/snmp (OutRsts, say); -1 if
-// there is none.
-long TcpSnmp(const std::string &field);
 // Reads a whole (sysfs) file, without the trailing newline.
 std::string ReadFile(const std::string &path);
 
