@@ -268,6 +268,11 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 	bool was_err;
 
 	spin_lock_irqsave(&qp->lock, flags);
+	/* A QP being reset has let go of the connection this came from. */
+	if (qp->state == IB_QPS_RESET) {
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return;
+	}
 	was_err = qp->state == IB_QPS_ERR;
 	trdma_qp_to_error(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
@@ -298,6 +303,10 @@ void trdma_qp_wr_error(struct trdma_qp *qp)
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state == IB_QPS_RESET) {
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return;
+	}
 	trdma_qp_to_error(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	trdma_qp_close(qp);
@@ -401,7 +410,11 @@ void trdma_qp_rx_stopped(struct trdma_qp *qp)
 	bool last;
 
 	lockdep_assert_held(&qp->state_mutex);
-	trdma_rx_flush(qp);
+	/* A QP being reset drops what it took, without a completion. */
+	if (qp->state == IB_QPS_RESET)
+		qp->rx.req_has_rqe = false;
+	else
+		trdma_rx_flush(qp);
 
 	spin_lock_irqsave(&qp->lock, flags);
 	/* What trdma_rq_flush() left behind a taken WQE. */
@@ -918,8 +931,21 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 
 	trdma_qp_store_attr(qp, attr, mask);
 
+	/*
+	 * A QP reset lets go of its connection before its queues are
+	 * emptied: nothing arriving later is placed in it, and moved back to
+	 * RTR it connects afresh.  trdma_qp_rx_stopped() sees RESET and drops
+	 * a receive the connection had begun without a completion.
+	 */
+	if (cur != next && next == IB_QPS_RESET && !trdma_qp_is_ud(qp)) {
+		spin_lock_irqsave(&qp->lock, flags);
+		qp->state = IB_QPS_RESET;
+		spin_unlock_irqrestore(&qp->lock, flags);
+		trdma_cm_detach_locked(qp);
+	}
+
 	spin_lock_irqsave(&qp->lock, flags);
-	if (qp->state != next) {
+	if (cur != next) {
 		if (next == IB_QPS_ERR) {
 			trdma_qp_to_error(qp);
 		} else if (next == IB_QPS_RESET) {

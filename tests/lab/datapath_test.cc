@@ -935,6 +935,61 @@ TEST_F(DataPathTest, ResetConnectionFlushesAndRaisesQpFatal) {
   EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
 }
 
+// A QP moved from RTS straight to RESET lets go of its connection: what its
+// peer writes afterwards is not placed in its memory (the peer's WRITE
+// fails instead), and both QPs, reset and connected again, move data both
+// ways on a fresh connection.
+TEST_F(DataPathTest, ResetFromRtsLetsGoOfTheConnection) {
+  const uintptr_t abuf = reinterpret_cast<uintptr_t>(a_.buf.data());
+  const uintptr_t bbuf = reinterpret_cast<uintptr_t>(b_.buf.data());
+  Fill(a_.buf, 0, 4096, 1);
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, Sges(a_, 0, 4096, 1), bbuf,
+                     b_.mr->rkey),
+            0);
+  ASSERT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(memcmp(a_.buf.data(), b_.buf.data(), 4096), 0);
+
+  ibv_qp_attr ra = {};
+  ra.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(a_.qp, &ra, IBV_QP_STATE), 0);
+  const size_t off = 1 << 20;
+  Fill(b_.buf, off, 4096, 2);
+  std::vector<uint8_t> before(a_.buf.begin() + off,
+                              a_.buf.begin() + off + 4096);
+  ASSERT_EQ(PostSend(b_, 2, IBV_WR_RDMA_WRITE, Sges(b_, off, 4096, 1),
+                     abuf + off, a_.mr->rkey),
+            0);
+  ibv_wc r = Wait(b_.cq);
+  EXPECT_EQ(r.wr_id, 2u);
+  EXPECT_NE(r.status, IBV_WC_SUCCESS) << "a reset QP's peer wrote into it";
+  EXPECT_EQ(memcmp(before.data(), a_.buf.data() + off, 4096), 0)
+      << Diff(before.data(), a_.buf.data() + off, 4096);
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0) << "a reset QP completed a WR";
+
+  ASSERT_EQ(ibv_modify_qp(b_.qp, &ra, IBV_QP_STATE), 0);
+  ASSERT_EQ(Connect(a_.qp, b_.qp), 0);
+  ASSERT_EQ(Connect(b_.qp, a_.qp), 0);
+  Fill(a_.buf, 0, 8192, 3);
+  Fill(b_.buf, off, 8192, 4);
+  ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_WRITE, Sges(a_, 0, 8192, 1), bbuf,
+                     b_.mr->rkey),
+            0);
+  ASSERT_EQ(PostSend(b_, 4, IBV_WR_RDMA_WRITE, Sges(b_, off, 8192, 1),
+                     abuf + off, a_.mr->rkey),
+            0);
+  r = Wait(a_.cq);
+  EXPECT_EQ(r.wr_id, 3u);
+  EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+  r = Wait(b_.cq);
+  EXPECT_EQ(r.wr_id, 4u);
+  EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), 8192), 0)
+      << Diff(a_.buf.data(), b_.buf.data(), 8192);
+  EXPECT_EQ(memcmp(b_.buf.data() + off, a_.buf.data() + off, 8192), 0)
+      << Diff(b_.buf.data() + off, a_.buf.data() + off, 8192);
+}
+
 // The connection is blackholed (an nftables rule drops its packets): the
 // sender's bytes stay unacknowledged, and after the QP's timeout x
 // (retry_cnt + 1) (TCP_USER_TIMEOUT; 67 ms x 8 here) the WR on the wire ends
