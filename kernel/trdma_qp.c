@@ -506,6 +506,8 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 		ibdev_dbg(qp->ibqp.device, "QP %u: corrupt SQ producer index\n",
 			  qp->ibqp.qp_num);
 		qp->corrupt = true;
+		/* trdma_sq_kick() raises IB_EVENT_QP_FATAL for it. */
+		trdma_count(qp->tdev, TRDMA_CNT_QP_FATAL, 1);
 		trdma_qp_to_error(qp);
 		return;
 	}

@@ -46,8 +46,8 @@ int trdma_dealloc_pd(struct ibv_pd *pd)
  * Access flags in the optional range (IBV_ACCESS_OPTIONAL_RANGE) are hints
  * a device may ignore.  libibverbs passes them on whenever the kernel
  * reports IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS (every kernel trdma
- * builds for), and trdma.ko accepts IBV_ACCESS_RELAXED_ORDERING but refuses
- * any other flag with EOPNOTSUPP, so the others are dropped here.
+ * builds for).  trdma.ko accepts the whole optional range; all of it but
+ * IBV_ACCESS_RELAXED_ORDERING is dropped here anyway.
  */
 #define TRDMA_DROPPED_MR_ACCESS \
 	(IBV_ACCESS_OPTIONAL_RANGE & ~IBV_ACCESS_RELAXED_ORDERING)

@@ -3,6 +3,7 @@
 // success and failure paths, posting and flushing, and a process that
 // scribbles over its own mapped rings.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <set>
 #include <sstream>
@@ -1189,6 +1191,7 @@ TEST_F(VerbsTest, ScribblingOverTheRingsHurtsOnlyThisProcess) {
   ASSERT_EQ(ToRts(qp), 0);
   auto maps = RingMappings();
   ASSERT_GE(maps.size(), 3u);  // CQ, SQ, RQ
+  const long fatal_before = Counter("qp_fatal");
 
   std::mt19937_64 rng(1234);
   for (int round = 0; round < 50; round++) {
@@ -1210,6 +1213,21 @@ TEST_F(VerbsTest, ScribblingOverTheRingsHurtsOnlyThisProcess) {
     ibv_wc wc[16];
     ibv_poll_cq(cq_, 16, wc);
   }
+  // The garbage ends the QP (an impossible producer index, a garbage WQE
+  // taken in, ...): IBV_EVENT_QP_FATAL, once, and counted in qp_fatal.
+  usleep(200000);
+  int fatal = 0;
+  fcntl(ctx_->async_fd, F_SETFL, fcntl(ctx_->async_fd, F_GETFL) | O_NONBLOCK);
+  pollfd pfd = {ctx_->async_fd, POLLIN, 0};
+  while (poll(&pfd, 1, 0) > 0) {
+    ibv_async_event ev;
+    if (ibv_get_async_event(ctx_.get(), &ev)) break;
+    if (ev.event_type == IBV_EVENT_QP_FATAL) fatal++;
+    ibv_ack_async_event(&ev);
+  }
+  std::cout << fatal << " IBV_EVENT_QP_FATAL\n";
+  EXPECT_LE(fatal, 1);
+  EXPECT_EQ(Counter("qp_fatal") - fatal_before, fatal);
   // Whatever happened to this QP, the device still works for others.
   ibv_qp *other = CreateQp();
   ASSERT_NE(other, nullptr);
