@@ -3,7 +3,6 @@
 // success and failure paths, posting and flushing, and a process that
 // scribbles over its own mapped rings.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
@@ -1215,16 +1214,8 @@ TEST_F(VerbsTest, ScribblingOverTheRingsHurtsOnlyThisProcess) {
   }
   // The garbage ends the QP (an impossible producer index, a garbage WQE
   // taken in, ...): IBV_EVENT_QP_FATAL, once, and counted in qp_fatal.
-  usleep(200000);
   int fatal = 0;
-  fcntl(ctx_->async_fd, F_SETFL, fcntl(ctx_->async_fd, F_GETFL) | O_NONBLOCK);
-  pollfd pfd = {ctx_->async_fd, POLLIN, 0};
-  while (poll(&pfd, 1, 0) > 0) {
-    ibv_async_event ev;
-    if (ibv_get_async_event(ctx_.get(), &ev)) break;
-    if (ev.event_type == IBV_EVENT_QP_FATAL) fatal++;
-    ibv_ack_async_event(&ev);
-  }
+  while (WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 200)) fatal++;
   std::cout << fatal << " IBV_EVENT_QP_FATAL\n";
   EXPECT_LE(fatal, 1);
   EXPECT_EQ(Counter("qp_fatal") - fatal_before, fatal);
