@@ -6,8 +6,9 @@
  * whose (GID, QPN) is the smaller connects to the peer's trdma port; the
  * other side's listener accepts, reads the connecting side's hello and
  * binds the connection to the QP the hello names once that QP is in RTR
- * with a matching remote GID and QPN.  An accepted connection waits at most
- * accept_timeout seconds for that.
+ * with a matching remote GID and QPN, if the connection comes from the
+ * address of the GID the hello claims as its source.  An accepted
+ * connection waits at most accept_timeout seconds for that.
  */
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -737,6 +738,30 @@ static void trdma_pending_reject(struct trdma_pending *p, int err)
 }
 
 /*
+ * Whether the connection comes from the address of the GID its hello
+ * claims as source.  The connecting side binds its socket to that address
+ * (trdma_cm_connect_work()), so a hello from anywhere else is someone
+ * posing as the QP's peer.  The listener is dual-stack: an IPv4 peer shows
+ * as an IPv4-mapped address, which is the form of an IPv4 RoCE v2 GID.
+ */
+static bool trdma_pending_from_gid(struct trdma_pending *p, const u8 *gid,
+				   struct sockaddr_storage *ss)
+{
+	struct in6_addr a;
+
+	if (kernel_getpeername(p->sock, (struct sockaddr *)ss) < 0)
+		return false;
+	if (ss->ss_family == AF_INET)
+		ipv6_addr_set_v4mapped(((struct sockaddr_in *)ss)->sin_addr.s_addr,
+				       &a);
+	else if (ss->ss_family == AF_INET6)
+		a = ((struct sockaddr_in6 *)ss)->sin6_addr;
+	else
+		return false;
+	return !memcmp(&a, gid, sizeof(a));
+}
+
+/*
  * Tries to bind a pending connection whose hello is complete.  Returns 0
  * when bound (p is gone), -EAGAIN while its QP is not ready, or another
  * error for a connection to refuse.
@@ -744,9 +769,12 @@ static void trdma_pending_reject(struct trdma_pending *p, int err)
 static int trdma_pending_bind(struct trdma_pending *p)
 {
 	const struct trdma_hello *h = &p->hello;
+	u32 qpn = be32_to_cpu(h->dst_qpn);
+	struct sockaddr_storage peer = {};
 	struct trdma_hello reply;
 	struct trdma_dev *tdev;
-	struct trdma_qp *qp;
+	struct trdma_qp *qp = NULL;
+	const char *why = "";
 	union ib_gid gid;
 	int rv = 0;
 
@@ -758,10 +786,18 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	tdev = trdma_dev_get_by_gid(&gid);
 	if (!tdev)
 		return -ENODEV;
-	qp = trdma_qp_get(tdev, be32_to_cpu(h->dst_qpn));
-	ib_device_put(&tdev->ibdev);
-	if (!qp)
-		return -ENOENT;
+	if (!trdma_pending_from_gid(p, h->src_gid, &peer)) {
+		trdma_count(tdev, TRDMA_CNT_REFUSED_SOURCE, 1);
+		why = "not from the address of the GID it claims";
+		rv = -EACCES;
+		goto refused;
+	}
+	qp = trdma_qp_get(tdev, qpn);
+	if (!qp) {
+		why = "no such QP";
+		rv = -ENOENT;
+		goto refused;
+	}
 
 	mutex_lock(&qp->state_mutex);
 	if (qp->state < IB_QPS_RTR) {
@@ -770,6 +806,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 		   !qp->attr.ah_attr.grh.sgid_attr || trdma_cm_is_active(qp) ||
 		   qp->attr.dest_qp_num != be32_to_cpu(h->src_qpn) ||
 		   memcmp(qp->attr.ah_attr.grh.dgid.raw, h->src_gid, 16)) {
+		why = "the QP does not wait for that peer";
 		rv = -ECONNREFUSED;
 	} else {
 		trdma_hello_init(&reply, qp, TRDMA_HELLO_ACCEPT);
@@ -788,6 +825,20 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	}
 	mutex_unlock(&qp->state_mutex);
 	trdma_qp_put(qp);
+	if (rv != -ECONNREFUSED)
+		goto out;
+refused:
+	/*
+	 * Refused: the caller answers with a REJECT and closes; the QP, if
+	 * any, keeps waiting for its real peer.
+	 */
+	trdma_count(tdev, TRDMA_CNT_REFUSED, 1);
+	ibdev_info_ratelimited(&tdev->ibdev,
+			       "connection for QP %u from %pISc (hello from GID %pI6c QP %u) refused: %s\n",
+			       qpn, &peer, h->src_gid,
+			       be32_to_cpu(h->src_qpn), why);
+out:
+	ib_device_put(&tdev->ibdev);
 	return rv;
 }
 

@@ -259,6 +259,86 @@ TEST_F(HostileTest, HalfOpenFloodIsReapedAndHarmless) {
   ExpectFixtureWorks();
 }
 
+// A QP in RTR/RTS waits for its peer; a TCP client from another address of
+// this host sends a hello naming that QP and its peer's GID and QPN (issue
+// 20's attack), then one that names its own address truthfully.  Both are
+// refused with a REJECT and counted (refused_bad_source only for the lie),
+// and the QP keeps waiting: its real peer connects afterwards and data
+// flows.
+TEST_F(HostileTest, HelloFromAnotherAddressIsRefused) {
+  ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
+  ASSERT_TRUE(x && y);
+  ASSERT_LT(x->qp_num, y->qp_num);  // same GID: y is the accepting side
+  ASSERT_EQ(Connect(y, x), 0);
+  ibv_gid gid;
+  ASSERT_EQ(ibv_query_gid(ctx_.get(), 1, GidIndex(), &gid), 0);
+
+  // hello(claimed source GID) from 127.0.0.1; returns the answer's type.
+  auto attack = [&](const uint8_t *src_gid, trdma_hello *r) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_in lo = {}, sa = {};
+    lo.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(TRDMA_DEFAULT_PORT);
+    inet_pton(AF_INET, NetdevAddr().c_str(), &sa.sin_addr);
+    trdma_hello h = {};
+    h.magic = htonl(TRDMA_HELLO_MAGIC);
+    h.version = TRDMA_WIRE_VERSION;
+    h.type = TRDMA_HELLO_REQ;
+    h.src_qpn = htonl(x->qp_num);
+    h.dst_qpn = htonl(y->qp_num);
+    h.start_msn = htonl(1000 + y->qp_num);
+    h.max_dest_rd_atomic = 8;
+    memcpy(h.src_gid, src_gid, 16);
+    memcpy(h.dst_gid, gid.raw, 16);
+    bool ok = bind(fd, reinterpret_cast<sockaddr *>(&lo), sizeof(lo)) == 0 &&
+              connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) == 0 &&
+              write(fd, &h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)) &&
+              recv(fd, r, sizeof(*r), MSG_WAITALL) ==
+                  static_cast<ssize_t>(sizeof(*r));
+    // ... and trdma closes the connection after its answer.
+    ok = ok && ReadUntilClosed(fd, 5000, nullptr) == 0;
+    close(fd);
+    return ok;
+  };
+  const long refused = Counter("connections_refused");
+  const long bad_source = Counter("refused_bad_source");
+  ASSERT_GE(refused, 0);
+  ASSERT_GE(bad_source, 0);
+
+  trdma_hello r = {};
+  ASSERT_TRUE(attack(gid.raw, &r)) << strerror(errno);
+  EXPECT_EQ(r.type, TRDMA_HELLO_REJECT);
+  EXPECT_EQ(ntohl(r.status), static_cast<uint32_t>(EACCES));
+  EXPECT_EQ(Counter("refused_bad_source"), bad_source + 1);
+  EXPECT_EQ(Counter("connections_refused"), refused + 1);
+
+  // The truth about its address does not help: y waits for x's GID.
+  uint8_t own[16] = {};
+  own[10] = own[11] = 0xff;
+  inet_pton(AF_INET, "127.0.0.1", own + 12);
+  r = {};
+  ASSERT_TRUE(attack(own, &r)) << strerror(errno);
+  EXPECT_EQ(r.type, TRDMA_HELLO_REJECT);
+  EXPECT_EQ(ntohl(r.status), static_cast<uint32_t>(ECONNREFUSED));
+  EXPECT_EQ(Counter("refused_bad_source"), bad_source + 1);
+  EXPECT_EQ(Counter("connections_refused"), refused + 2);
+
+  ibv_qp_attr qa;
+  ibv_qp_init_attr qi;
+  ASSERT_EQ(ibv_query_qp(y, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
+  // The real peer still gets through, both ways.
+  ASSERT_EQ(Connect(x, y), 0);
+  ExpectSendArrives(x, a_.cq, y, b_.cq);
+  ExpectSendArrives(y, b_.cq, x, a_.cq);
+  ibv_destroy_qp(x);
+  ibv_destroy_qp(y);
+  ExpectFixtureWorks();
+}
+
 // The responder deregisters the MR a stream of WRITEs or READs targets:
 // requests served before complete, the first one after fails with
 // IBV_WC_REM_ACCESS_ERR, the rest flush.  A READ whose response is already
