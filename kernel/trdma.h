@@ -98,6 +98,7 @@ enum trdma_counter {
 	TRDMA_CNT_UD_RX_TOO_LONG,
 	TRDMA_CNT_REFUSED,
 	TRDMA_CNT_REFUSED_SOURCE,
+	TRDMA_CNT_REFUSED_PSN,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -432,7 +433,13 @@ struct trdma_qp {
 	/* Connection (trdma_cm.c); sock is set under lock. */
 	struct socket *sock;
 	struct socket *connecting;	/* active connect in progress */
-	struct work_struct connect_work;
+	struct delayed_work connect_work;
+	/*
+	 * The accepting side could not check our sq_psn while we were in
+	 * RTR: dial again on reaching RTS (or after accept_timeout); under
+	 * state_mutex.
+	 */
+	bool dial_parked;
 	struct work_struct fatal_work;
 	/* The peer closed in order while we owed it nothing; under lock. */
 	bool peer_closed;
@@ -647,6 +654,7 @@ struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off);
 int trdma_cm_init(void);
 void trdma_cm_exit(void);
 void trdma_cm_qp_rtr(struct trdma_qp *qp);
+void trdma_cm_qp_rts(struct trdma_qp *qp);
 void trdma_cm_qp_destroy(struct trdma_qp *qp);
 void trdma_cm_detach(struct trdma_qp *qp);
 void trdma_cm_detach_locked(struct trdma_qp *qp);

@@ -63,6 +63,7 @@ struct trdma_pending {
 	void (*saved_data_ready)(struct sock *sk);
 	struct trdma_hello hello;
 	u32 got;
+	bool unproven;		/* waits for its QP's RTS to check the PSN */
 	unsigned long deadline;
 };
 
@@ -529,6 +530,7 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	int rv;
 
 	*sockp = NULL;
+	memset(reply, 0, sizeof(*reply));
 	*step = "socket";
 	rv = sock_create_kern(&init_net, family, SOCK_STREAM, IPPROTO_TCP,
 			      &sock);
@@ -560,6 +562,13 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 		*step = "hello";
 		trdma_hello_init(hello, qp, TRDMA_HELLO_REQ);
 		hello->start_msn = cpu_to_be32(qp->attr.rq_psn);
+		/* The proof of the PSN exchanged out of band: docs/wire.md */
+		mutex_lock(&qp->state_mutex);
+		if (qp->state == IB_QPS_RTS) {
+			hello->flags = cpu_to_be16(TRDMA_HELLO_SQ_PSN);
+			hello->sq_psn = cpu_to_be32(qp->attr.sq_psn);
+		}
+		mutex_unlock(&qp->state_mutex);
 		rv = trdma_send_all(sock, hello, sizeof(*hello));
 	}
 	if (!rv) {
@@ -589,9 +598,37 @@ out:
 	return rv;
 }
 
+/*
+ * The accepting side could not check our sq_psn yet (we dialed in RTR, it
+ * is in RTR too) and asked us to dial again.  In RTS, dial at once; in RTR,
+ * on reaching RTS (trdma_cm_qp_rts()), or after accept_timeout, when the
+ * peer may have reached RTS and can check the rq_psn we sent.  Returns
+ * whether the work was queued again with the caller's reference.
+ */
+static bool trdma_cm_dial_later(struct trdma_qp *qp)
+{
+	unsigned long delay = 0;
+	bool queued = false;
+
+	mutex_lock(&qp->state_mutex);
+	if (qp->state == IB_QPS_RTR) {
+		qp->dial_parked = true;
+		delay = trdma_accept_timeout * HZ;
+	}
+	/* Fails while trdma_cm_qp_destroy() cancels the work. */
+	if (trdma_state_connected(qp->state))
+		queued = queue_delayed_work(trdma_dial_wq, &qp->connect_work,
+					    delay);
+	mutex_unlock(&qp->state_mutex);
+	ibdev_dbg(qp->ibqp.device, "QP %u: peer cannot check our PSN yet, dial %s\n",
+		  qp->ibqp.qp_num, !queued ? "no more" : delay ? "later" : "again");
+	return queued;
+}
+
 void trdma_cm_connect_work(struct work_struct *work)
 {
-	struct trdma_qp *qp = container_of(work, struct trdma_qp, connect_work);
+	struct trdma_qp *qp = container_of(to_delayed_work(work),
+					   struct trdma_qp, connect_work);
 	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
 	struct sockaddr_storage src = {}, dst = {};
 	struct trdma_hello hello, reply;
@@ -643,6 +680,10 @@ void trdma_cm_connect_work(struct work_struct *work)
 		ibdev_dbg(qp->ibqp.device, "QP %u: connect to itself: %d, again\n",
 			  qp->ibqp.qp_num, rv);
 	}
+	/* A REJECT with EAGAIN: the peer cannot check our PSN yet. */
+	if (rv == -ECONNREFUSED && reply.status == cpu_to_be32(EAGAIN) &&
+	    trdma_cm_dial_later(qp))
+		return;		/* the queued work has our reference */
 	if (rv)
 		goto fail;
 
@@ -681,11 +722,33 @@ void trdma_cm_qp_rtr(struct trdma_qp *qp)
 {
 	if (!qp->attr.ah_attr.grh.sgid_attr)
 		return;
+	qp->dial_parked = false;
 	if (trdma_cm_is_active(qp)) {
 		refcount_inc(&qp->ref);
-		if (!queue_work(trdma_dial_wq, &qp->connect_work))
+		/* true: it was queued already, with a reference of its own */
+		if (mod_delayed_work(trdma_dial_wq, &qp->connect_work, 0))
 			trdma_qp_put(qp);
 	} else {
+		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
+	}
+}
+
+/*
+ * The QP reached RTS: its sq_psn is known now.  A connecting side the peer
+ * asked to prove it dials again; on an accepting side, a connection that
+ * waited for that can be checked.  Called with qp->state_mutex held.
+ */
+void trdma_cm_qp_rts(struct trdma_qp *qp)
+{
+	lockdep_assert_held(&qp->state_mutex);
+	if (!qp->attr.ah_attr.grh.sgid_attr || qp->sock)
+		return;
+	if (qp->dial_parked) {
+		qp->dial_parked = false;
+		refcount_inc(&qp->ref);
+		if (mod_delayed_work(trdma_dial_wq, &qp->connect_work, 0))
+			trdma_qp_put(qp);
+	} else if (!trdma_cm_is_active(qp)) {
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 	}
 }
@@ -696,7 +759,7 @@ void trdma_cm_qp_destroy(struct trdma_qp *qp)
 	if (qp->connecting)
 		kernel_sock_shutdown(qp->connecting, SHUT_RDWR);
 	mutex_unlock(&qp->state_mutex);
-	if (cancel_work_sync(&qp->connect_work))
+	if (cancel_delayed_work_sync(&qp->connect_work))
 		trdma_qp_put(qp);
 	flush_work(&qp->fatal_work);
 	trdma_cm_detach(qp);
@@ -762,9 +825,27 @@ static bool trdma_pending_from_gid(struct trdma_pending *p, const u8 *gid,
 }
 
 /*
+ * Whether the hello proves the PSN the two applications exchanged out of
+ * band: 1 yes, -1 it proves another, 0 it cannot be checked yet.  The
+ * connecting side sends its sq_psn (our rq_psn) when it dialed in RTS;
+ * its start_msn is its rq_psn, our sq_psn, known once we are in RTS.
+ * Called with qp->state_mutex held, the QP in RTR or RTS.
+ */
+#define TRDMA_UNPROVEN_HOLD	HZ
+
+static int trdma_hello_proof(struct trdma_qp *qp, const struct trdma_hello *h)
+{
+	if (h->flags & cpu_to_be16(TRDMA_HELLO_SQ_PSN))
+		return be32_to_cpu(h->sq_psn) == qp->attr.rq_psn ? 1 : -1;
+	if (qp->state == IB_QPS_RTS)
+		return be32_to_cpu(h->start_msn) == qp->attr.sq_psn ? 1 : -1;
+	return 0;
+}
+
+/*
  * Tries to bind a pending connection whose hello is complete.  Returns 0
- * when bound (p is gone), -EAGAIN while its QP is not ready, or another
- * error for a connection to refuse.
+ * when bound (p is gone), -EAGAIN while its QP is not ready or cannot
+ * check the PSN yet, or another error for a connection to refuse.
  */
 static int trdma_pending_bind(struct trdma_pending *p)
 {
@@ -808,6 +889,23 @@ static int trdma_pending_bind(struct trdma_pending *p)
 		   memcmp(qp->attr.ah_attr.grh.dgid.raw, h->src_gid, 16)) {
 		why = "the QP does not wait for that peer";
 		rv = -ECONNREFUSED;
+	} else if (trdma_hello_proof(qp, h) <= 0) {
+		if (trdma_hello_proof(qp, h) < 0) {
+			trdma_count(tdev, TRDMA_CNT_REFUSED_PSN, 1);
+			why = "it does not know the PSN";
+			rv = -EACCES;
+		} else {
+			/*
+			 * Held for our RTS, at most a second: then the peer
+			 * dials again, with its sq_psn once it is in RTS.
+			 */
+			if (!p->unproven &&
+			    time_before(jiffies + TRDMA_UNPROVEN_HOLD,
+					p->deadline))
+				p->deadline = jiffies + TRDMA_UNPROVEN_HOLD;
+			p->unproven = true;
+			rv = -EAGAIN;
+		}
 	} else {
 		trdma_hello_init(&reply, qp, TRDMA_HELLO_ACCEPT);
 		reply.start_msn = cpu_to_be32(qp->attr.rq_psn);
@@ -825,7 +923,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	}
 	mutex_unlock(&qp->state_mutex);
 	trdma_qp_put(qp);
-	if (rv != -ECONNREFUSED)
+	if (rv != -ECONNREFUSED && rv != -EACCES)
 		goto out;
 refused:
 	/*
@@ -876,6 +974,11 @@ static void trdma_pending_scan(struct work_struct *work)
 		if (rv != -EAGAIN) {
 			pr_debug("trdma: refusing connection: %d\n", rv);
 			trdma_pending_reject(p, rv);
+		} else if (time_after(jiffies, p->deadline) && p->unproven) {
+			/* Both QPs in RTR: the peer dials again later. */
+			pr_debug("trdma: connection to QP %u: PSN not provable in RTR\n",
+				 be32_to_cpu(p->hello.dst_qpn));
+			trdma_pending_reject(p, -EAGAIN);
 		} else if (time_after(jiffies, p->deadline)) {
 			pr_info_ratelimited("trdma: connection to QP %u: %s in %u s, refused\n",
 					    be32_to_cpu(p->hello.dst_qpn),

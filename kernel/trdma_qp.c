@@ -645,7 +645,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	init_completion(&qp->freed);
 	INIT_WORK(&qp->tx_work, trdma_qp_is_ud(qp) ? trdma_ud_tx_work :
 						     trdma_tx_work);
-	INIT_WORK(&qp->connect_work, trdma_cm_connect_work);
+	INIT_DELAYED_WORK(&qp->connect_work, trdma_cm_connect_work);
 	INIT_WORK(&qp->fatal_work, trdma_qp_fatal_work);
 	INIT_DELAYED_WORK(&qp->peer_gone_work, trdma_qp_peer_gone_work);
 	INIT_DELAYED_WORK(&qp->rnr_work, trdma_tx_rnr_work);
@@ -964,6 +964,8 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		goto kick;
 	if (cur != next && next == IB_QPS_RTR)
 		trdma_cm_qp_rtr(qp);
+	if (cur != next && next == IB_QPS_RTS)
+		trdma_cm_qp_rts(qp);
 	if (cur != next && next == IB_QPS_ERR)
 		trdma_cm_detach_locked(qp);
 	if (mask & (IB_QP_TIMEOUT | IB_QP_RETRY_CNT))

@@ -85,6 +85,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_UD_RX_TOO_LONG].name = "ud_rx_too_long",
 	[TRDMA_CNT_REFUSED].name = "connections_refused",
 	[TRDMA_CNT_REFUSED_SOURCE].name = "refused_bad_source",
+	[TRDMA_CNT_REFUSED_PSN].name = "refused_bad_psn",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

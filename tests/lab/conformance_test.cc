@@ -634,6 +634,45 @@ int PostAtomic(ibv_qp *qp, uint64_t id, ibv_wr_opcode op, ibv_sge sge,
   return ibv_post_send(qp, &wr, &bad);
 }
 
+// A QP may stay in RTR for good (it only receives) while its peer moves
+// to RTS and sends, in either role; the connection must come up although
+// the accepting side can check the PSN only once one of the two is in RTS
+// (docs/wire.md).  Each case waits in RTR longer than the accepting side
+// holds a connection it cannot check yet (1 s), so the connecting side has
+// been asked to dial again; accept_timeout 2 bounds how long a connecting
+// QP left in RTR waits before it does.
+TEST_F(ConformanceTest, OneSideStaysInRtr) {
+  const std::string param = "/sys/module/trdma/parameters/accept_timeout";
+  const std::string old = ReadFile(param);
+  ASSERT_EQ(Sh("echo 2 > " + param), 0);
+  for (bool sender_connects : {false, true}) {
+    SCOPED_TRACE(sender_connects ? "the connecting QP sends"
+                                 : "the accepting QP sends");
+    ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
+    ASSERT_TRUE(x && y);
+    ASSERT_LT(x->qp_num, y->qp_num);  // same GID: x connects, y accepts
+    ASSERT_EQ(ToRtr(x, y), 0);
+    ASSERT_EQ(ToRtr(y, x), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ibv_qp *from = sender_connects ? x : y, *to = sender_connects ? y : x;
+    ibv_cq *from_cq = sender_connects ? a_.cq : b_.cq;
+    ibv_cq *to_cq = sender_connects ? b_.cq : a_.cq;
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(ToRts(from), 0);
+    ExpectSendArrives(from, from_cq, to, to_cq);
+    double took = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - t0).count();
+    std::cout << "  sent from RTS to RTR in " << took << " s" << std::endl;
+    ibv_qp_attr qa;
+    ibv_qp_init_attr qi;
+    ASSERT_EQ(ibv_query_qp(to, &qa, IBV_QP_STATE, &qi), 0);
+    EXPECT_EQ(qa.qp_state, IBV_QPS_RTR);
+    ibv_destroy_qp(x);
+    ibv_destroy_qp(y);
+  }
+  EXPECT_EQ(Sh("echo " + old + " > " + param), 0);
+}
+
 // For every opcode, the requester's completion (status, opcode, wr_id,
 // qp_num) and, when the opcode consumes a receive, the responder's (status,
 // opcode, wr_id, qp_num, src_qp = the peer's QPN, byte_len, imm_data in

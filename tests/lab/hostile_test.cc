@@ -259,7 +259,49 @@ TEST_F(HostileTest, HalfOpenFloodIsReapedAndHarmless) {
   ExpectFixtureWorks();
 }
 
-// A QP in RTR/RTS waits for its peer; a TCP client from another address of
+// Sends hello h to trdma's port from src_ip (any local address) and reads
+// the answer into *r; true when the answer came and trdma then closed the
+// connection.
+bool HelloFrom(const char *src_ip, const trdma_hello &h, trdma_hello *r) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in src = {}, sa = {};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, src_ip, &src.sin_addr);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(TRDMA_DEFAULT_PORT);
+  inet_pton(AF_INET, NetdevAddr().c_str(), &sa.sin_addr);
+  bool ok = bind(fd, reinterpret_cast<sockaddr *>(&src), sizeof(src)) == 0 &&
+            connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) == 0 &&
+            write(fd, &h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)) &&
+            recv(fd, r, sizeof(*r), MSG_WAITALL) ==
+                static_cast<ssize_t>(sizeof(*r));
+  // ... and trdma closes the connection after its answer.
+  if (ok) {
+    char c;
+    pollfd p = {fd, POLLIN, 0};
+    ok = poll(&p, 1, 5000) == 1 && read(fd, &c, 1) <= 0;
+  }
+  close(fd);
+  return ok;
+}
+
+// The hello a connecting QP from (our GID, from_qpn) sends to QP to_qpn.
+trdma_hello HelloReq(const ibv_gid &gid, uint32_t from_qpn, uint32_t to_qpn) {
+  trdma_hello h = {};
+  h.magic = htonl(TRDMA_HELLO_MAGIC);
+  h.version = TRDMA_WIRE_VERSION;
+  h.type = TRDMA_HELLO_REQ;
+  h.src_qpn = htonl(from_qpn);
+  h.dst_qpn = htonl(to_qpn);
+  h.start_msn = htonl(1000 + to_qpn);  // Connect()'s PSNs
+  h.max_dest_rd_atomic = 8;
+  memcpy(h.src_gid, gid.raw, 16);
+  memcpy(h.dst_gid, gid.raw, 16);
+  return h;
+}
+
+// A QP in RTS waits for its peer; a TCP client from another address of
 // this host sends a hello naming that QP and its peer's GID and QPN (issue
 // 20's attack), then one that names its own address truthfully.  Both are
 // refused with a REJECT and counted (refused_bad_source only for the lie),
@@ -272,55 +314,27 @@ TEST_F(HostileTest, HelloFromAnotherAddressIsRefused) {
   ASSERT_EQ(Connect(y, x), 0);
   ibv_gid gid;
   ASSERT_EQ(ibv_query_gid(ctx_.get(), 1, GidIndex(), &gid), 0);
-
-  // hello(claimed source GID) from 127.0.0.1; returns the answer's type.
-  auto attack = [&](const uint8_t *src_gid, trdma_hello *r) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return false;
-    sockaddr_in lo = {}, sa = {};
-    lo.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(TRDMA_DEFAULT_PORT);
-    inet_pton(AF_INET, NetdevAddr().c_str(), &sa.sin_addr);
-    trdma_hello h = {};
-    h.magic = htonl(TRDMA_HELLO_MAGIC);
-    h.version = TRDMA_WIRE_VERSION;
-    h.type = TRDMA_HELLO_REQ;
-    h.src_qpn = htonl(x->qp_num);
-    h.dst_qpn = htonl(y->qp_num);
-    h.start_msn = htonl(1000 + y->qp_num);
-    h.max_dest_rd_atomic = 8;
-    memcpy(h.src_gid, src_gid, 16);
-    memcpy(h.dst_gid, gid.raw, 16);
-    bool ok = bind(fd, reinterpret_cast<sockaddr *>(&lo), sizeof(lo)) == 0 &&
-              connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) == 0 &&
-              write(fd, &h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)) &&
-              recv(fd, r, sizeof(*r), MSG_WAITALL) ==
-                  static_cast<ssize_t>(sizeof(*r));
-    // ... and trdma closes the connection after its answer.
-    ok = ok && ReadUntilClosed(fd, 5000, nullptr) == 0;
-    close(fd);
-    return ok;
-  };
   const long refused = Counter("connections_refused");
   const long bad_source = Counter("refused_bad_source");
   ASSERT_GE(refused, 0);
   ASSERT_GE(bad_source, 0);
 
   trdma_hello r = {};
-  ASSERT_TRUE(attack(gid.raw, &r)) << strerror(errno);
+  ASSERT_TRUE(HelloFrom("127.0.0.1", HelloReq(gid, x->qp_num, y->qp_num), &r))
+      << strerror(errno);
   EXPECT_EQ(r.type, TRDMA_HELLO_REJECT);
   EXPECT_EQ(ntohl(r.status), static_cast<uint32_t>(EACCES));
   EXPECT_EQ(Counter("refused_bad_source"), bad_source + 1);
   EXPECT_EQ(Counter("connections_refused"), refused + 1);
 
   // The truth about its address does not help: y waits for x's GID.
-  uint8_t own[16] = {};
-  own[10] = own[11] = 0xff;
-  inet_pton(AF_INET, "127.0.0.1", own + 12);
+  ibv_gid own = {};
+  own.raw[10] = own.raw[11] = 0xff;
+  inet_pton(AF_INET, "127.0.0.1", own.raw + 12);
+  trdma_hello h = HelloReq(gid, x->qp_num, y->qp_num);
+  memcpy(h.src_gid, own.raw, 16);
   r = {};
-  ASSERT_TRUE(attack(own, &r)) << strerror(errno);
+  ASSERT_TRUE(HelloFrom("127.0.0.1", h, &r)) << strerror(errno);
   EXPECT_EQ(r.type, TRDMA_HELLO_REJECT);
   EXPECT_EQ(ntohl(r.status), static_cast<uint32_t>(ECONNREFUSED));
   EXPECT_EQ(Counter("refused_bad_source"), bad_source + 1);
@@ -331,6 +345,68 @@ TEST_F(HostileTest, HelloFromAnotherAddressIsRefused) {
   ASSERT_EQ(ibv_query_qp(y, &qa, IBV_QP_STATE, &qi), 0);
   EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
   // The real peer still gets through, both ways.
+  ASSERT_EQ(Connect(x, y), 0);
+  ExpectSendArrives(x, a_.cq, y, b_.cq);
+  ExpectSendArrives(y, b_.cq, x, a_.cq);
+  ibv_destroy_qp(x);
+  ibv_destroy_qp(y);
+  ExpectFixtureWorks();
+}
+
+// From the right address, a hello must still prove the PSN the two QPs
+// exchanged out of band: the connecting QP's sq_psn (the accepting QP's
+// rq_psn), or, once the accepting QP is in RTS, its rq_psn (the accepting
+// QP's sq_psn).  A wrong one is refused (EACCES, refused_bad_psn); one that
+// cannot be checked yet (both in RTR) is held a second, then answered with
+// EAGAIN; the real peer connects afterwards.
+TEST_F(HostileTest, HelloMustProveThePsn) {
+  ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
+  ASSERT_TRUE(x && y);
+  ASSERT_LT(x->qp_num, y->qp_num);  // same GID: y is the accepting side
+  ASSERT_EQ(ToRtr(y, x), 0);
+  ibv_gid gid;
+  ASSERT_EQ(ibv_query_gid(ctx_.get(), 1, GidIndex(), &gid), 0);
+  const std::string addr = NetdevAddr();
+  const long refused = Counter("connections_refused");
+  const long bad_psn = Counter("refused_bad_psn");
+  ASSERT_GE(bad_psn, 0);
+
+  // y in RTR: the sq_psn the hello claims is checked against y's rq_psn.
+  trdma_hello h = HelloReq(gid, x->qp_num, y->qp_num), r = {};
+  h.flags = htons(TRDMA_HELLO_SQ_PSN);
+  h.sq_psn = htonl(1000 + x->qp_num + 1);
+  ASSERT_TRUE(HelloFrom(addr.c_str(), h, &r)) << strerror(errno);
+  EXPECT_EQ(r.type, TRDMA_HELLO_REJECT);
+  EXPECT_EQ(ntohl(r.status), static_cast<uint32_t>(EACCES));
+  EXPECT_EQ(Counter("refused_bad_psn"), bad_psn + 1);
+
+  // Without one, nothing can be checked in RTR: held, then EAGAIN.
+  h = HelloReq(gid, x->qp_num, y->qp_num);
+  auto t0 = std::chrono::steady_clock::now();
+  r = {};
+  ASSERT_TRUE(HelloFrom(addr.c_str(), h, &r)) << strerror(errno);
+  double held = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.type, TRDMA_HELLO_REJECT);
+  EXPECT_EQ(ntohl(r.status), static_cast<uint32_t>(EAGAIN));
+  EXPECT_GE(held, 0.9);
+  EXPECT_LT(held, 5.0);
+
+  // y in RTS: the hello's start_msn must be y's sq_psn.
+  ASSERT_EQ(ToRts(y), 0);
+  h = HelloReq(gid, x->qp_num, y->qp_num);
+  h.start_msn = htonl(1000 + y->qp_num + 7);
+  r = {};
+  ASSERT_TRUE(HelloFrom(addr.c_str(), h, &r)) << strerror(errno);
+  EXPECT_EQ(r.type, TRDMA_HELLO_REJECT);
+  EXPECT_EQ(ntohl(r.status), static_cast<uint32_t>(EACCES));
+  EXPECT_EQ(Counter("refused_bad_psn"), bad_psn + 2);
+  EXPECT_EQ(Counter("connections_refused"), refused + 2);
+
+  ibv_qp_attr qa;
+  ibv_qp_init_attr qi;
+  ASSERT_EQ(ibv_query_qp(y, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
   ASSERT_EQ(Connect(x, y), 0);
   ExpectSendArrives(x, a_.cq, y, b_.cq);
   ExpectSendArrives(y, b_.cq, x, a_.cq);
@@ -822,7 +898,9 @@ TEST_F(HostileTest, OptionsContradictingTheHeader) {
   h.type = TRDMA_HELLO_REQ;
   h.src_qpn = htonl(1);
   h.dst_qpn = htonl(qpn);
-  h.start_msn = htonl(msn0);
+  h.start_msn = htonl(1000 + qpn);  // our rq_psn: the victim's sq_psn
+  h.flags = htons(TRDMA_HELLO_SQ_PSN);
+  h.sq_psn = htonl(msn0);  // our sq_psn: what the victim expects
   h.max_dest_rd_atomic = 8;
   ibv_gid gid;
   ASSERT_EQ(ibv_query_gid(ctx_.get(), 1, GidIndex(), &gid), 0);

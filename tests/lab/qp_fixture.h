@@ -82,6 +82,13 @@ class DataPathTest : public ::testing::Test {
   }
 
   int Connect(ibv_qp *qp, ibv_qp *peer, uint8_t rnr_retry = 7) {
+    int rv = ToRtr(qp, peer);
+    return rv ? rv : ToRts(qp, rnr_retry);
+  }
+
+  // The two halves of Connect(): RESET to RTR towards peer (rq_psn 1000 +
+  // the peer's QPN), then RTR to RTS (sq_psn 1000 + its own QPN).
+  int ToRtr(ibv_qp *qp, ibv_qp *peer) {
     ibv_qp_attr a = {};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
@@ -107,8 +114,11 @@ class DataPathTest : public ::testing::Test {
                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                            IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (rv) return rv;
-    a = {};
+    return rv;
+  }
+
+  int ToRts(ibv_qp *qp, uint8_t rnr_retry = 7) {
+    ibv_qp_attr a = {};
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 14;
     a.retry_cnt = 7;

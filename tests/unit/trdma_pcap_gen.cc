@@ -102,6 +102,7 @@ std::string fmt(const char *f, ...)
 /* Field values as `tshark -T fields` prints them. */
 std::string dec(uint64_t v) { return fmt("%" PRIu64, v); }
 std::string hex8(uint8_t v) { return fmt("0x%02x", v); }
+std::string hex16(uint16_t v) { return fmt("0x%04x", v); }
 std::string hex32(uint32_t v) { return fmt("0x%08x", v); }
 std::string hex64(uint64_t v) { return fmt("0x%016" PRIx64, v); }
 std::string boolean(bool v) { return v ? "1" : "0"; }
@@ -338,8 +339,9 @@ public:
 		ack(c);
 	}
 
-	/* Queues a hello from side a. */
-	void hello(Side &a, uint8_t type, uint32_t start_msn, uint32_t status)
+	/* Queues a hello from side a; sq_psn >= 0: a REQ's proof of it. */
+	void hello(Side &a, uint8_t type, uint32_t start_msn, uint32_t status,
+		   int64_t sq_psn = -1)
 	{
 		Side &b = peer(a);
 		trdma_hello h{};
@@ -355,6 +357,10 @@ public:
 		h.max_rd_atomic = 8;
 		h.max_dest_rd_atomic = 16;
 		h.status = htobe32(status);
+		if (sq_psn >= 0) {
+			h.flags = htobe16(TRDMA_HELLO_SQ_PSN);
+			h.sq_psn = htobe32((uint32_t)sq_psn);
+		}
 		gid(h.src_gid, a.ip);
 		gid(h.dst_gid, b.ip);
 		append(p->bytes, h);
@@ -373,10 +379,15 @@ public:
 		f["trdma.hello.max_rd_atomic"] = dec(8);
 		f["trdma.hello.max_dest_rd_atomic"] = dec(16);
 		f["trdma.hello.status"] = dec(status);
+		f["trdma.hello.flags"] = hex16(sq_psn >= 0 ? TRDMA_HELLO_SQ_PSN : 0);
+		f["trdma.hello.flags.sq_psn"] = boolean(sq_psn >= 0);
+		f["trdma.hello.sq_psn"] = dec(sq_psn >= 0 ? (uint32_t)sq_psn : 0);
 		f["trdma.hello.src_gid"] = gid_str(a.ip);
 		f["trdma.hello.dst_gid"] = gid_str(b.ip);
 		p->info = fmt("HELLO %s src_qpn=%u dst_qpn=%u start_msn=%u",
 			      types[type], a.qpn, b.qpn, start_msn);
+		if (sq_psn >= 0)
+			p->info += fmt(" sq_psn=%u", (uint32_t)sq_psn);
 		if (type == TRDMA_HELLO_REJECT)
 			p->info += fmt(" status=%u", status);
 		queue(a, p);
@@ -691,7 +702,7 @@ void conn_main(Capture &cap)
 	const uint8_t SE = TRDMA_BTH_SE, AR = TRDMA_BTH_ACKREQ;
 
 	k.handshake();
-	k.hello(c, TRDMA_HELLO_REQ, 100, 0);
+	k.hello(c, TRDMA_HELLO_REQ, 100, 0, 500);
 	k.send(c, {64});
 	k.hello(s, TRDMA_HELLO_ACCEPT, 500, 0);
 	k.send(s, {64});

@@ -33,7 +33,7 @@
 --             have to go back to TCP's handle, and Lua cannot pass on the
 --             TCP header that handle needs for Fast Open cookies.)
 
-local WIRE_VERSION = 2
+local WIRE_VERSION = 3
 local DEFAULT_PORT = 4791
 local DEFAULT_UD_PORT = 4792
 local DETH_LEN = 8
@@ -171,8 +171,9 @@ local pf = {
                                      base.DEC),
     hello_type = ProtoField.uint8("trdma.hello.type", "Type", base.DEC,
                                   hello_types),
-    hello_reserved0 = ProtoField.uint16("trdma.hello.reserved0", "Reserved",
-                                        base.HEX),
+    hello_flags = ProtoField.uint16("trdma.hello.flags", "Flags", base.HEX),
+    hello_flag_sq_psn = ProtoField.bool("trdma.hello.flags.sq_psn",
+                                        "sq_psn set", 16, nil, 0x0001),
     hello_src_qpn = ProtoField.uint32("trdma.hello.src_qpn", "Source QPN",
                                       base.DEC),
     hello_dst_qpn = ProtoField.uint32("trdma.hello.dst_qpn",
@@ -191,8 +192,8 @@ local pf = {
                                        base.HEX),
     hello_status = ProtoField.uint32("trdma.hello.status",
                                      "Status (errno)", base.DEC),
-    hello_reserved2 = ProtoField.uint32("trdma.hello.reserved2", "Reserved",
-                                        base.HEX),
+    hello_sq_psn = ProtoField.uint32("trdma.hello.sq_psn",
+                                     "Sender's SQ PSN", base.DEC),
     hello_src_gid = ProtoField.ipv6("trdma.hello.src_gid", "Source GID"),
     hello_dst_gid = ProtoField.ipv6("trdma.hello.dst_gid", "Destination GID"),
 
@@ -394,8 +395,11 @@ local function dissect_hello(tvb, tree)
     t:add(pf.hello_magic, tvb(0, 4))
     t:add(pf.hello_version, tvb(4, 1))
     t:add(pf.hello_type, tvb(5, 1))
-    local r = t:add(pf.hello_reserved0, tvb(6, 2))
-    if tvb(6, 2):uint() ~= 0 then r:add_proto_expert_info(ef.reserved) end
+    local fl = t:add(pf.hello_flags, tvb(6, 2))
+    fl:add(pf.hello_flag_sq_psn, tvb(6, 2))
+    if bit32.band(tvb(6, 2):uint(), 0xfffe) ~= 0 then
+        fl:add_proto_expert_info(ef.reserved)
+    end
     t:add(pf.hello_src_qpn, tvb(8, 4))
     t:add(pf.hello_dst_qpn, tvb(12, 4))
     t:add(pf.hello_start_msn, tvb(16, 4))
@@ -404,7 +408,7 @@ local function dissect_hello(tvb, tree)
     t:add(pf.hello_max_dest_rd_atomic, tvb(22, 1))
     t:add(pf.hello_reserved1, tvb(23, 1))
     local st = t:add(pf.hello_status, tvb(24, 4))
-    t:add(pf.hello_reserved2, tvb(28, 4))
+    t:add(pf.hello_sq_psn, tvb(28, 4))
     t:add(pf.hello_src_gid, tvb(32, 16))
     t:add(pf.hello_dst_gid, tvb(48, 16))
 
@@ -412,6 +416,9 @@ local function dissect_hello(tvb, tree)
     local text = string.format("HELLO %s src_qpn=%d dst_qpn=%d start_msn=%d",
                                hello_types[htype], tvb(8, 4):uint(),
                                tvb(12, 4):uint(), tvb(16, 4):uint())
+    if bit32.band(tvb(6, 2):uint(), 1) ~= 0 then
+        text = text .. string.format(" sq_psn=%d", tvb(28, 4):uint())
+    end
     if htype == 3 then
         text = text .. string.format(" status=%d", tvb(24, 4):uint())
         st:add_proto_expert_info(ef.reject)

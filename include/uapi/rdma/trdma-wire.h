@@ -16,7 +16,7 @@
 
 #include <linux/types.h>
 
-#define TRDMA_WIRE_VERSION	2
+#define TRDMA_WIRE_VERSION	3
 #define TRDMA_DEFAULT_PORT	4791
 #define TRDMA_HELLO_MAGIC	0x5452444dU	/* "TRDM" */
 
@@ -26,20 +26,23 @@ enum trdma_hello_type {
 	TRDMA_HELLO_REJECT = 3,
 };
 
+/* trdma_hello.flags */
+#define TRDMA_HELLO_SQ_PSN	0x0001	/* REQ: sq_psn is the sender's */
+
 struct trdma_hello {
 	__be32 magic;
 	__u8 version;
 	__u8 type;		/* enum trdma_hello_type */
-	__be16 reserved0;
+	__be16 flags;		/* TRDMA_HELLO_* */
 	__be32 src_qpn;
 	__be32 dst_qpn;
-	__be32 start_msn;	/* MSN of the sender's first request */
+	__be32 start_msn;	/* the MSN the sender expects first: its rq_psn */
 	__u8 path_mtu;		/* enum ib_mtu */
 	__u8 max_rd_atomic;	/* READs/atomics the sender may have outstanding */
 	__u8 max_dest_rd_atomic; /* ... the sender will accept outstanding */
 	__u8 reserved1;
 	__be32 status;		/* REJECT: a positive errno value */
-	__be32 reserved2;
+	__be32 sq_psn;		/* REQ with TRDMA_HELLO_SQ_PSN: the sender's */
 	__u8 src_gid[16];
 	__u8 dst_gid[16];
 };
