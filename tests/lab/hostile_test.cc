@@ -5,7 +5,9 @@
 // connections that never finish their hello; an MR deregistered while the
 // peer WRITEs into it or READs from it; a hand-made TCP connection whose
 // trdma TCP options lie about the segments they carry; a process abusing
-// the send doorbell (raw uverbs POST_SEND commands, scribbled rings).  Each
+// the send doorbell (raw uverbs POST_SEND commands, scribbled rings); hellos
+// from the wrong address or without the PSN; more READs than granted; a
+// peer that stops reading.  Each
 // case must hurt only the QP it targets (tools/vm fails the run on any
 // kernel report in dmesg), and the fixture's own QPs keep working.
 #include <arpa/inet.h>
@@ -412,6 +414,147 @@ TEST_F(HostileTest, HelloMustProveThePsn) {
   ExpectSendArrives(y, b_.cq, x, a_.cq);
   ibv_destroy_qp(x);
   ibv_destroy_qp(y);
+  ExpectFixtureWorks();
+}
+
+// n READ requests of len bytes each, MSNs from msn0 (1001: Connect()'s).
+std::vector<uint8_t> ReadRequests(uint32_t qpn, uint32_t n, uint32_t len,
+                                  const void *va, uint32_t rkey,
+                                  uint32_t msn0 = 1001) {
+  std::vector<uint8_t> reqs;
+  for (uint32_t i = 0; i < n; i++) {
+    trdma_bth b = {};
+    b.opcode = TRDMA_OP_READ_REQUEST;
+    b.dest_qpn = htonl(qpn);
+    b.msn = htonl(msn0 + i);
+    trdma_reth rr = {};
+    rr.va = htobe64(reinterpret_cast<uintptr_t>(va));
+    rr.rkey = htonl(rkey);
+    rr.dma_len = htonl(len);
+    const uint8_t *p = reinterpret_cast<const uint8_t *>(&b);
+    reqs.insert(reqs.end(), p, p + sizeof(b));
+    p = reinterpret_cast<const uint8_t *>(&rr);
+    reqs.insert(reqs.end(), p, p + sizeof(rr));
+  }
+  return reqs;
+}
+
+// A peer that asks for more READs than the QP granted (max_dest_rd_atomic
+// 8, Connect()): the responder refuses the first one over the grant with
+// an invalid-request NAK (IBV_EVENT_QP_REQ_ERR, the QP in error), sends at
+// most the responses it granted, then the NAK, and closes.
+TEST_F(HostileTest, ReadsBeyondTheGrantAreCutOff) {
+  ibv_qp *victim = nullptr;
+  int fd = RawPeer(&victim);
+  ASSERT_GE(fd, 0);
+  const long naks = Counter("naks_sent");
+  const uint32_t kLen = 8 << 20;
+  auto reqs = ReadRequests(victim->qp_num, 12, kLen, b_.buf.data(),
+                           b_.mr->rkey);
+  ASSERT_EQ(write(fd, reqs.data(), reqs.size()),
+            static_cast<ssize_t>(reqs.size()));
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_REQ_ERR, 10000));
+  ibv_qp_attr qa;
+  ibv_qp_init_attr qi;
+  ASSERT_EQ(ibv_query_qp(victim, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_ERR);
+
+  std::string got;
+  EXPECT_GE(ReadUntilClosed(fd, 30000, &got), 0) << "still open";
+  close(fd);
+  std::cout << "  " << got.size() << " bytes before the end" << std::endl;
+  EXPECT_LE(got.size(), 9 * (kLen + 1024));
+  EXPECT_EQ(Counter("naks_sent"), naks + 1);
+  const size_t nak = sizeof(trdma_bth) + sizeof(trdma_aeth);
+  ASSERT_GE(got.size(), nak);
+  trdma_bth last;
+  trdma_aeth aeth;
+  memcpy(&last, got.data() + got.size() - nak, sizeof(last));
+  memcpy(&aeth, got.data() + got.size() - sizeof(aeth), sizeof(aeth));
+  EXPECT_EQ(last.opcode, TRDMA_OP_ACK) << "the stream ends with the NAK";
+  EXPECT_EQ(aeth.syndrome, TRDMA_AETH_NAK_INV_REQ);
+  ibv_destroy_qp(victim);
+  ExpectFixtureWorks();
+}
+
+// A peer that asks for what it was granted (8 READs of 8 MiB) and stops
+// reading: with no local ACK timeout (timeout 0) the responder's QP waits
+// (still RTS), holding no more than its socket's send buffer for that peer,
+// and the other QPs go on meanwhile; when the peer reads again, every
+// response arrives.  With one (timeout 14, retry_cnt 7: 0.54 s), a peer
+// that stops reading fails the QP once that time passes without progress
+// (TCP_USER_TIMEOUT, which also bounds zero-window probing).
+TEST_F(HostileTest, PeerThatStopsReadingStallsOnlyItsQp) {
+  ibv_qp *victim = nullptr;
+  int fd = RawPeer(&victim, 0);
+  ASSERT_GE(fd, 0);
+  const uint32_t kLen = 8 << 20, kReads = 8;
+  auto reqs = ReadRequests(victim->qp_num, kReads, kLen, b_.buf.data(),
+                           b_.mr->rkey);
+  ASSERT_EQ(write(fd, reqs.data(), reqs.size()),
+            static_cast<ssize_t>(reqs.size()));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+
+  sockaddr_in me = {};
+  socklen_t ml = sizeof(me);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr *>(&me), &ml), 0);
+  // Send-Q and the socket's send buffer (skmem tb) of the responder's end.
+  std::string ss = ShOut(
+      "ss -tnmH state established '( sport = :" +
+      std::to_string(TRDMA_DEFAULT_PORT) +
+      " and dport = :" + std::to_string(ntohs(me.sin_port)) + " )'");
+  long sendq = -1, tb = -1;
+  long recvq = -1;
+  std::sscanf(ss.c_str(), "%ld %ld", &recvq, &sendq);
+  size_t t = ss.find(",tb");
+  if (t != std::string::npos) tb = atol(ss.c_str() + t + 3);
+  std::cout << "  responder holds " << sendq << " bytes for the stalled peer"
+            << " (send buffer " << tb << ")" << std::endl;
+  EXPECT_GT(sendq, 0) << ss;
+  EXPECT_GT(tb, 0) << ss;
+  EXPECT_LE(sendq, tb + (1 << 20)) << ss;
+  ibv_qp_attr qa;
+  ibv_qp_init_attr qi;
+  ASSERT_EQ(ibv_query_qp(victim, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
+  ExpectFixtureWorks();
+
+  // Reading again, the peer gets all 64 MiB (headers aside).
+  size_t total = 0;
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::vector<char> buf(1 << 20);
+  while (total < kReads * size_t(kLen) &&
+         std::chrono::steady_clock::now() < end) {
+    pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n <= 0) break;
+    total += n;
+  }
+  EXPECT_GE(total, kReads * size_t(kLen));
+  ASSERT_EQ(ibv_query_qp(victim, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
+
+  close(fd);
+  ibv_destroy_qp(victim);
+
+  // Now with a timeout: the same stall fails the QP, and only it.
+  fd = RawPeer(&victim);
+  ASSERT_GE(fd, 0);
+  reqs = ReadRequests(victim->qp_num, kReads, kLen, b_.buf.data(),
+                      b_.mr->rkey);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(write(fd, reqs.data(), reqs.size()),
+            static_cast<ssize_t>(reqs.size()));
+  EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 20000));
+  std::cout << "  failed after "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                             t0).count()
+            << " s of stall" << std::endl;
+  ASSERT_EQ(ibv_query_qp(victim, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_ERR);
+  close(fd);
+  ibv_destroy_qp(victim);
   ExpectFixtureWorks();
 }
 

@@ -81,9 +81,10 @@ class DataPathTest : public ::testing::Test {
     return -1;
   }
 
-  int Connect(ibv_qp *qp, ibv_qp *peer, uint8_t rnr_retry = 7) {
+  int Connect(ibv_qp *qp, ibv_qp *peer, uint8_t rnr_retry = 7,
+              uint8_t timeout = 14) {
     int rv = ToRtr(qp, peer);
-    return rv ? rv : ToRts(qp, rnr_retry);
+    return rv ? rv : ToRts(qp, rnr_retry, timeout);
   }
 
   // The two halves of Connect(): RESET to RTR towards peer (rq_psn 1000 +
@@ -117,10 +118,10 @@ class DataPathTest : public ::testing::Test {
     return rv;
   }
 
-  int ToRts(ibv_qp *qp, uint8_t rnr_retry = 7) {
+  int ToRts(ibv_qp *qp, uint8_t rnr_retry = 7, uint8_t timeout = 14) {
     ibv_qp_attr a = {};
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
+    a.timeout = timeout;
     a.retry_cnt = 7;
     a.rnr_retry = rnr_retry;
     a.sq_psn = 1000 + qp->qp_num;
@@ -272,12 +273,12 @@ class DataPathTest : public ::testing::Test {
   // A new QP on b_'s CQ whose peer is a raw TCP socket of the test posing
   // as QPN 1 on our own GID (the smaller: the QP accepts).  Returns that
   // socket, connected and greeted (the QP's ACCEPT read), or -1.
-  int RawPeer(ibv_qp **victim) {
+  int RawPeer(ibv_qp **victim, uint8_t timeout = 14) {
     *victim = NewQp(b_.cq);
     if (!*victim) return -1;
     ibv_qp fake = **victim;
     fake.qp_num = 1;
-    if (Connect(*victim, &fake)) return -1;
+    if (Connect(*victim, &fake, 7, timeout)) return -1;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     sockaddr_in sa = {};
