@@ -7,8 +7,9 @@
  * other side's listener accepts, reads the connecting side's hello and
  * binds the connection to the QP the hello names once that QP is in RTR
  * with a matching remote GID and QPN, if the connection comes from the
- * address of the GID the hello claims as its source.  An accepted
- * connection waits at most accept_timeout seconds for that.
+ * address of the GID the hello claims as its source and the hello proves
+ * the PSN the applications exchanged (trdma_hello_proof(); docs/wire.md).
+ * An accepted connection waits at most accept_timeout seconds for that.
  */
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -824,6 +825,9 @@ static bool trdma_pending_from_gid(struct trdma_pending *p, const u8 *gid,
 	return !memcmp(&a, gid, sizeof(a));
 }
 
+/* How long a hello that cannot prove the PSN yet waits for our RTS. */
+#define TRDMA_UNPROVEN_HOLD	HZ
+
 /*
  * Whether the hello proves the PSN the two applications exchanged out of
  * band: 1 yes, -1 it proves another, 0 it cannot be checked yet.  The
@@ -831,8 +835,6 @@ static bool trdma_pending_from_gid(struct trdma_pending *p, const u8 *gid,
  * its start_msn is its rq_psn, our sq_psn, known once we are in RTS.
  * Called with qp->state_mutex held, the QP in RTR or RTS.
  */
-#define TRDMA_UNPROVEN_HOLD	HZ
-
 static int trdma_hello_proof(struct trdma_qp *qp, const struct trdma_hello *h)
 {
 	if (h->flags & cpu_to_be16(TRDMA_HELLO_SQ_PSN))
