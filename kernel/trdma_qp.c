@@ -253,6 +253,24 @@ static void trdma_qp_close(struct trdma_qp *qp)
 }
 
 /*
+ * Moves the QP to ERR with everything flushed, unless it is being reset: it
+ * has let go of the connection the error came from.  Returns the state it
+ * was in.  Any context.
+ */
+static enum ib_qp_state trdma_qp_err_unless_reset(struct trdma_qp *qp)
+{
+	enum ib_qp_state was;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	was = qp->state;
+	if (was != IB_QPS_RESET)
+		trdma_qp_to_error(qp);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return was;
+}
+
+/*
  * Moves the QP to ERR with everything flushed and raises the affiliated
  * async event, once; with close, the connection is closed too.  Any context.
  */
@@ -264,19 +282,10 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 		.element.qp = &qp->ibqp,
 		.event = event,
 	};
-	unsigned long flags;
-	bool was_err;
+	enum ib_qp_state was = trdma_qp_err_unless_reset(qp);
 
-	spin_lock_irqsave(&qp->lock, flags);
-	/* A QP being reset has let go of the connection this came from. */
-	if (qp->state == IB_QPS_RESET) {
-		spin_unlock_irqrestore(&qp->lock, flags);
+	if (was == IB_QPS_RESET)
 		return;
-	}
-	was_err = qp->state == IB_QPS_ERR;
-	trdma_qp_to_error(qp);
-	spin_unlock_irqrestore(&qp->lock, flags);
-
 	/*
 	 * The connection is closed in process context, also when the QP was
 	 * in ERR already: one waiting to send its last NAK (close_after_nak)
@@ -285,7 +294,7 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 	 */
 	if (close)
 		trdma_qp_close(qp);
-	if (was_err)
+	if (was == IB_QPS_ERR)
 		return;
 	if (event == IB_EVENT_QP_FATAL)
 		trdma_count(qp->tdev, TRDMA_CNT_QP_FATAL, 1);
@@ -300,16 +309,8 @@ void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
  */
 void trdma_qp_wr_error(struct trdma_qp *qp)
 {
-	unsigned long flags;
-
-	spin_lock_irqsave(&qp->lock, flags);
-	if (qp->state == IB_QPS_RESET) {
-		spin_unlock_irqrestore(&qp->lock, flags);
-		return;
-	}
-	trdma_qp_to_error(qp);
-	spin_unlock_irqrestore(&qp->lock, flags);
-	trdma_qp_close(qp);
+	if (trdma_qp_err_unless_reset(qp) != IB_QPS_RESET)
+		trdma_qp_close(qp);
 }
 
 /*
