@@ -600,30 +600,47 @@ out:
 }
 
 /*
- * The accepting side could not check our sq_psn yet (we dialed in RTR, it
- * is in RTR too) and asked us to dial again.  In RTS, dial at once; in RTR,
- * on reaching RTS (trdma_cm_qp_rts()), or after accept_timeout, when the
- * peer may have reached RTS and can check the rq_psn we sent.  Returns
- * whether the work was queued again with the caller's reference.
+ * Dials again later instead of failing the QP: when the accepting side
+ * asked for it (again: a REJECT with EAGAIN, it cannot check our PSN
+ * before one of the QPs is in RTS), and after any failure while the QP is
+ * in RTR, where nothing is lost yet and RoCE would not notice a missing
+ * peer either (an application accepting through rdma_cm moves its QP to
+ * RTS right after RTR and must not find it in ERR).  In RTR the QP dials
+ * again on reaching RTS (trdma_cm_qp_rts()), or after accept_timeout; in
+ * RTS, asked again, at once.  Returns whether the work was queued again
+ * with the caller's reference.
  */
-static bool trdma_cm_dial_later(struct trdma_qp *qp)
+static bool trdma_cm_dial_later(struct trdma_qp *qp, bool again,
+				const char *step, int err)
 {
-	unsigned long delay = 0;
+	unsigned long delay = trdma_accept_timeout * HZ;
 	bool queued = false;
 
 	mutex_lock(&qp->state_mutex);
+	/* queue_delayed_work() fails while trdma_cm_qp_destroy() cancels. */
 	if (qp->state == IB_QPS_RTR) {
-		qp->dial_parked = true;
-		delay = trdma_accept_timeout * HZ;
-	}
-	/* Fails while trdma_cm_qp_destroy() cancels the work. */
-	if (trdma_state_connected(qp->state))
 		queued = queue_delayed_work(trdma_dial_wq, &qp->connect_work,
 					    delay);
+		qp->dial_parked = queued;
+	} else if (qp->state == IB_QPS_RTS && again) {
+		delay = 0;
+		queued = queue_delayed_work(trdma_dial_wq, &qp->connect_work,
+					    delay);
+	}
 	mutex_unlock(&qp->state_mutex);
-	ibdev_dbg(qp->ibqp.device, "QP %u: peer cannot check our PSN yet, dial %s\n",
-		  qp->ibqp.qp_num, !queued ? "no more" : delay ? "later" : "again");
-	return queued;
+	if (!queued)
+		return false;
+	if (again) {
+		ibdev_dbg(qp->ibqp.device, "QP %u: peer cannot check our PSN yet, dial %s\n",
+			  qp->ibqp.qp_num, delay ? "later" : "again");
+	} else {
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: connect to QP %u failed (%s): %d; again in RTS or in %u s\n",
+				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
+				       step, err, trdma_accept_timeout);
+		trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
+	}
+	return true;
 }
 
 void trdma_cm_connect_work(struct work_struct *work)
@@ -681,9 +698,9 @@ void trdma_cm_connect_work(struct work_struct *work)
 		ibdev_dbg(qp->ibqp.device, "QP %u: connect to itself: %d, again\n",
 			  qp->ibqp.qp_num, rv);
 	}
-	/* A REJECT with EAGAIN: the peer cannot check our PSN yet. */
-	if (rv == -ECONNREFUSED && reply.status == cpu_to_be32(EAGAIN) &&
-	    trdma_cm_dial_later(qp))
+	if (rv && rv != -ECANCELED &&
+	    trdma_cm_dial_later(qp, rv == -ECONNREFUSED &&
+				reply.status == cpu_to_be32(EAGAIN), step, rv))
 		return;		/* the queued work has our reference */
 	if (rv)
 		goto fail;

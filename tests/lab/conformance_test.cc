@@ -673,6 +673,37 @@ TEST_F(ConformanceTest, OneSideStaysInRtr) {
   EXPECT_EQ(Sh("echo " + old + " > " + param), 0);
 }
 
+// A QP in RTR whose connection attempt fails (here: no such peer QP) is
+// not failed: nothing is lost yet, RoCE would not notice, and an
+// application accepting through rdma_cm moves it to RTS next (librdmacm's
+// rdma_accept), which must succeed.  Only in RTS does the failure count:
+// the QP dials again at once and, refused again, goes to ERR with
+// IBV_EVENT_QP_FATAL.
+TEST_F(ConformanceTest, DialFailureInRtrWaitsForRts) {
+  ibv_qp *x = NewQp(a_.cq);
+  ASSERT_TRUE(x);
+  ibv_qp fake = *x;
+  fake.qp_num = 0xfffff0;  // nobody: x (the smaller QPN) connects to it
+  const long failures = Counter("connect_failures");
+  ASSERT_EQ(ToRtr(x, &fake), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ibv_qp_attr qa;
+  ibv_qp_init_attr qi;
+  ASSERT_EQ(ibv_query_qp(x, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_RTR);
+  EXPECT_EQ(Counter("connect_failures"), failures + 1);
+  EXPECT_FALSE(NextEvent(IBV_EVENT_QP_FATAL, 100));
+
+  ASSERT_EQ(ToRts(x), 0);
+  auto e = NextEvent(IBV_EVENT_QP_FATAL, 5000);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->element, x);
+  ASSERT_EQ(ibv_query_qp(x, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_ERR);
+  EXPECT_EQ(Counter("connect_failures"), failures + 2);
+  ASSERT_EQ(ibv_destroy_qp(x), 0);
+}
+
 // For every opcode, the requester's completion (status, opcode, wr_id,
 // qp_num) and, when the opcode consumes a receive, the responder's (status,
 // opcode, wr_id, qp_num, src_qp = the peer's QPN, byte_len, imm_data in
