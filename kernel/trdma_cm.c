@@ -617,16 +617,13 @@ static bool trdma_cm_dial_later(struct trdma_qp *qp, bool again,
 	bool queued = false;
 
 	mutex_lock(&qp->state_mutex);
-	/* queue_delayed_work() fails while trdma_cm_qp_destroy() cancels. */
-	if (qp->state == IB_QPS_RTR) {
-		queued = queue_delayed_work(trdma_dial_wq, &qp->connect_work,
-					    delay);
-		qp->dial_parked = queued;
-	} else if (qp->state == IB_QPS_RTS && again) {
+	if (qp->state == IB_QPS_RTS)
 		delay = 0;
+	/* queue_delayed_work() fails while trdma_cm_qp_destroy() cancels. */
+	if (qp->state == IB_QPS_RTR || (qp->state == IB_QPS_RTS && again))
 		queued = queue_delayed_work(trdma_dial_wq, &qp->connect_work,
 					    delay);
-	}
+	qp->dial_parked = queued && delay;
 	mutex_unlock(&qp->state_mutex);
 	if (!queued)
 		return false;
@@ -735,20 +732,26 @@ out:
 	trdma_qp_put(qp);
 }
 
+/* Runs the QP's connect_work now, queued or not, parked or not. */
+static void trdma_cm_dial_now(struct trdma_qp *qp)
+{
+	qp->dial_parked = false;
+	refcount_inc(&qp->ref);
+	/* true: it was queued already, with a reference of its own */
+	if (mod_delayed_work(trdma_dial_wq, &qp->connect_work, 0))
+		trdma_qp_put(qp);
+}
+
 /* The QP reached RTR: connect, or look for its accepted connection. */
 void trdma_cm_qp_rtr(struct trdma_qp *qp)
 {
 	if (!qp->attr.ah_attr.grh.sgid_attr)
 		return;
 	qp->dial_parked = false;
-	if (trdma_cm_is_active(qp)) {
-		refcount_inc(&qp->ref);
-		/* true: it was queued already, with a reference of its own */
-		if (mod_delayed_work(trdma_dial_wq, &qp->connect_work, 0))
-			trdma_qp_put(qp);
-	} else {
+	if (trdma_cm_is_active(qp))
+		trdma_cm_dial_now(qp);
+	else
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
-	}
 }
 
 /*
@@ -761,14 +764,10 @@ void trdma_cm_qp_rts(struct trdma_qp *qp)
 	lockdep_assert_held(&qp->state_mutex);
 	if (!qp->attr.ah_attr.grh.sgid_attr || qp->sock)
 		return;
-	if (qp->dial_parked) {
-		qp->dial_parked = false;
-		refcount_inc(&qp->ref);
-		if (mod_delayed_work(trdma_dial_wq, &qp->connect_work, 0))
-			trdma_qp_put(qp);
-	} else if (!trdma_cm_is_active(qp)) {
+	if (qp->dial_parked)
+		trdma_cm_dial_now(qp);
+	else if (!trdma_cm_is_active(qp))
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
-	}
 }
 
 void trdma_cm_qp_destroy(struct trdma_qp *qp)
@@ -850,7 +849,7 @@ static bool trdma_pending_from_gid(struct trdma_pending *p, const u8 *gid,
  * band: 1 yes, -1 it proves another, 0 it cannot be checked yet.  The
  * connecting side sends its sq_psn (our rq_psn) when it dialed in RTS;
  * its start_msn is its rq_psn, our sq_psn, known once we are in RTS.
- * Called with qp->state_mutex held, the QP in RTR or RTS.
+ * Called with qp->state_mutex held; meaningful for a QP in RTR or RTS.
  */
 static int trdma_hello_proof(struct trdma_qp *qp, const struct trdma_hello *h)
 {
@@ -876,7 +875,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	struct trdma_qp *qp = NULL;
 	const char *why = "";
 	union ib_gid gid;
-	int rv = 0;
+	int proof, rv = 0;
 
 	if (h->magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
 	    h->version != TRDMA_WIRE_VERSION || h->type != TRDMA_HELLO_REQ)
@@ -900,6 +899,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	}
 
 	mutex_lock(&qp->state_mutex);
+	proof = trdma_hello_proof(qp, h);
 	if (qp->state < IB_QPS_RTR) {
 		rv = -EAGAIN;
 	} else if (qp->state > IB_QPS_RTS || qp->sock ||
@@ -908,23 +908,20 @@ static int trdma_pending_bind(struct trdma_pending *p)
 		   memcmp(qp->attr.ah_attr.grh.dgid.raw, h->src_gid, 16)) {
 		why = "the QP does not wait for that peer";
 		rv = -ECONNREFUSED;
-	} else if (trdma_hello_proof(qp, h) <= 0) {
-		if (trdma_hello_proof(qp, h) < 0) {
-			trdma_count(tdev, TRDMA_CNT_REFUSED_PSN, 1);
-			why = "it does not know the PSN";
-			rv = -EACCES;
-		} else {
-			/*
-			 * Held for our RTS, at most a second: then the peer
-			 * dials again, with its sq_psn once it is in RTS.
-			 */
-			if (!p->unproven &&
-			    time_before(jiffies + TRDMA_UNPROVEN_HOLD,
-					p->deadline))
-				p->deadline = jiffies + TRDMA_UNPROVEN_HOLD;
-			p->unproven = true;
-			rv = -EAGAIN;
-		}
+	} else if (proof < 0) {
+		trdma_count(tdev, TRDMA_CNT_REFUSED_PSN, 1);
+		why = "it does not know the PSN";
+		rv = -EACCES;
+	} else if (!proof) {
+		/*
+		 * Held for our RTS, at most a second: then the peer dials
+		 * again, with its sq_psn once it is in RTS.
+		 */
+		if (!p->unproven &&
+		    time_before(jiffies + TRDMA_UNPROVEN_HOLD, p->deadline))
+			p->deadline = jiffies + TRDMA_UNPROVEN_HOLD;
+		p->unproven = true;
+		rv = -EAGAIN;
 	} else {
 		trdma_hello_init(&reply, qp, TRDMA_HELLO_ACCEPT);
 		reply.start_msn = cpu_to_be32(qp->attr.rq_psn);
