@@ -32,22 +32,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Copies chunk bytes at a time through span bytes of src into dst until
-// secs have passed; returns MB/s.
-double Measure(std::vector<char> &src, std::vector<char> &dst, size_t chunk,
-               double secs)
+// Calls step(off) for one chunk at offset off, walking through span bytes
+// and around again, batch calls between looks at the clock, until secs
+// have passed; returns MB/s, or -1 when a step fails.
+template <typename Step>
+double Timed(size_t span, size_t chunk, double secs, int batch, Step step)
 {
-	const size_t span = src.size();
 	size_t off = 0;
 	unsigned long long bytes = 0;
 	const auto start = Clock::now();
 	const auto end = start + std::chrono::duration<double>(secs);
 	auto now = start;
 	while (now < end) {
-		for (int i = 0; i < 64; i++) {
-			std::memcpy(dst.data() + off, src.data() + off, chunk);
-			// Keep the compiler from dropping the copy.
-			asm volatile("" : : "r"(dst.data()) : "memory");
+		for (int i = 0; i < batch; i++) {
+			if (!step(off))
+				return -1;
 			bytes += chunk;
 			off += chunk;
 			if (off + chunk > span)
@@ -57,6 +56,19 @@ double Measure(std::vector<char> &src, std::vector<char> &dst, size_t chunk,
 	}
 	const double s = std::chrono::duration<double>(now - start).count();
 	return bytes / s / 1e6;
+}
+
+// Copies chunk bytes at a time through src into dst until secs have passed;
+// returns MB/s.
+double Measure(std::vector<char> &src, std::vector<char> &dst, size_t chunk,
+               double secs)
+{
+	return Timed(src.size(), chunk, secs, 64, [&](size_t off) {
+		std::memcpy(dst.data() + off, src.data() + off, chunk);
+		// Keep the compiler from dropping the copy.
+		asm volatile("" : : "r"(dst.data()) : "memory");
+		return true;
+	});
 }
 
 // pread()s chunk bytes at a time through a memfd of span bytes until secs
@@ -73,27 +85,11 @@ double MeasureKernel(size_t span, size_t chunk, double secs)
 			return -1;
 		}
 	}
-	size_t off = 0;
-	unsigned long long bytes = 0;
-	const auto start = Clock::now();
-	const auto end = start + std::chrono::duration<double>(secs);
-	auto now = start;
-	while (now < end) {
-		for (int i = 0; i < 16; i++) {
-			if (pread(fd, buf.data(), chunk, off) != (ssize_t)chunk) {
-				close(fd);
-				return -1;
-			}
-			bytes += chunk;
-			off += chunk;
-			if (off + chunk > span)
-				off = 0;
-		}
-		now = Clock::now();
-	}
+	const double mbps = Timed(span, chunk, secs, 16, [&](size_t off) {
+		return pread(fd, buf.data(), chunk, off) == (ssize_t)chunk;
+	});
 	close(fd);
-	const double s = std::chrono::duration<double>(now - start).count();
-	return bytes / s / 1e6;
+	return mbps;
 }
 
 } // namespace
