@@ -11,6 +11,7 @@
 #include <linux/list.h>
 #include <linux/netdevice.h>
 #include <linux/spinlock.h>
+#include <linux/tcp.h>
 #include <linux/xarray.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
@@ -99,6 +100,7 @@ enum trdma_counter {
 	TRDMA_CNT_REFUSED,
 	TRDMA_CNT_REFUSED_SOURCE,
 	TRDMA_CNT_REFUSED_PSN,
+	TRDMA_CNT_REFUSED_UNKEYED,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -172,6 +174,9 @@ struct trdma_dev {
 	int tcp_sndbuf;			/* bytes; 0 = autotuning */
 	int tcp_rcvbuf;			/* bytes; 0 = autotuning */
 	bool tcp_nodelay;
+	/* The link key (trdma_key.c); 0 bytes: no key.  Never read back. */
+	u8 md5_keylen;
+	u8 md5_key[TCP_MD5SIG_MAXKEYLEN];
 };
 
 struct trdma_ucontext {
@@ -440,6 +445,8 @@ struct trdma_qp {
 	 * state_mutex.
 	 */
 	bool dial_parked;
+	/* The listener's key for our peer (trdma_key.c); trdma_key_lock. */
+	struct trdma_key_peer *key_peer;
 	struct work_struct fatal_work;
 	/* The peer closed in order while we owed it nothing; under lock. */
 	bool peer_closed;
@@ -661,6 +668,18 @@ void trdma_cm_detach_locked(struct trdma_qp *qp);
 void trdma_cm_connect_work(struct work_struct *work);
 void trdma_cm_write_space(struct sock *sk);
 void trdma_cm_set_timeout(struct trdma_qp *qp);
+
+/* trdma_key.c */
+struct trdma_key_peer;
+bool trdma_key_on(struct trdma_dev *tdev);
+int trdma_key_dial(struct trdma_dev *tdev, struct socket *sock,
+		   const struct in6_addr *dst);
+bool trdma_key_sock_keyed(struct sock *sk);
+bool trdma_key_may_bind(struct trdma_dev *tdev, struct sock *sk);
+void trdma_key_qp_rtr(struct trdma_qp *qp);
+void trdma_key_qp_put(struct trdma_qp *qp);
+int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len);
+void trdma_key_set_listener(struct socket *sock);
 
 /* trdma_tcpopt.c */
 int trdma_tcpopt_init(void);

@@ -538,6 +538,11 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	if (rv)
 		return rv;
 	trdma_cm_tune(qp->tdev, sock);
+	*step = "key";
+	rv = trdma_key_dial(qp->tdev, sock,
+			    (struct in6_addr *)qp->attr.ah_attr.grh.dgid.raw);
+	if (rv)
+		goto out;
 	sock->sk->sk_sndtimeo = trdma_accept_timeout * HZ;
 	sock->sk->sk_rcvtimeo = (trdma_accept_timeout + 5) * HZ;
 
@@ -748,10 +753,12 @@ void trdma_cm_qp_rtr(struct trdma_qp *qp)
 	if (!qp->attr.ah_attr.grh.sgid_attr)
 		return;
 	qp->dial_parked = false;
-	if (trdma_cm_is_active(qp))
+	if (trdma_cm_is_active(qp)) {
 		trdma_cm_dial_now(qp);
-	else
+	} else {
+		trdma_key_qp_rtr(qp);
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
+	}
 }
 
 /*
@@ -780,6 +787,7 @@ void trdma_cm_qp_destroy(struct trdma_qp *qp)
 		trdma_qp_put(qp);
 	flush_work(&qp->fatal_work);
 	trdma_cm_detach(qp);
+	trdma_key_qp_put(qp);
 }
 
 /* ---- passive side --------------------------------------------------- */
@@ -895,6 +903,13 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	if (!qp) {
 		why = "no such QP";
 		rv = -ENOENT;
+		goto refused;
+	}
+	if (!trdma_key_may_bind(tdev, p->sock->sk)) {
+		trdma_count(tdev, TRDMA_CNT_REFUSED_UNKEYED, 1);
+		why = "the device is keyed, the connection is not";
+		rv = -EACCES;
+		trdma_qp_put(qp);
 		goto refused;
 	}
 
@@ -1094,6 +1109,7 @@ int trdma_cm_init(void)
 	rv = kernel_listen(trdma_listen, SOMAXCONN);
 	if (rv)
 		goto err_sock;
+	trdma_key_set_listener(trdma_listen);
 	return 0;
 
 err_sock:
@@ -1117,6 +1133,7 @@ void trdma_cm_exit(void)
 	trdma_listen->sk->sk_data_ready = trdma_listen_saved_data_ready;
 	write_unlock_bh(&trdma_listen->sk->sk_callback_lock);
 	cancel_work_sync(&trdma_accept_work);
+	trdma_key_set_listener(NULL);
 	kernel_sock_shutdown(trdma_listen, SHUT_RDWR);
 	sock_release(trdma_listen);
 

@@ -287,6 +287,33 @@ static ssize_t tcp_nodelay_store(struct device *device,
 }
 static DEVICE_ATTR_RW(tcp_nodelay);
 
+/*
+ * The link key (trdma_key.c): write-only.  What is written, less one
+ * trailing newline, is the key (1 to 80 bytes); an empty line removes it.
+ * It applies to connections set up from then on.
+ */
+static ssize_t tcp_md5_key_store(struct device *device,
+				 struct device_attribute *attr,
+				 const char *buf, size_t count)
+{
+	size_t len = count;
+	int rv;
+
+	if (len && buf[len - 1] == '\n')
+		len--;
+	rv = trdma_key_set(trdma_attr_dev(device), buf, len);
+	return rv ?: count;
+}
+static DEVICE_ATTR_WO(tcp_md5_key);
+
+/* Whether the device has a link key: 1 or 0. */
+static ssize_t tcp_md5_show(struct device *device,
+			    struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", trdma_key_on(trdma_attr_dev(device)));
+}
+static DEVICE_ATTR_RO(tcp_md5);
+
 static struct attribute *trdma_dev_attributes[] = {
 	&dev_attr_hca_type.attr,
 	&dev_attr_parent.attr,
@@ -294,6 +321,8 @@ static struct attribute *trdma_dev_attributes[] = {
 	&dev_attr_tcp_sndbuf.attr,
 	&dev_attr_tcp_rcvbuf.attr,
 	&dev_attr_tcp_nodelay.attr,
+	&dev_attr_tcp_md5_key.attr,
+	&dev_attr_tcp_md5.attr,
 	NULL,
 };
 
@@ -329,6 +358,7 @@ static void trdma_dealloc_driver(struct ib_device *ibdev)
 	WARN_ON(!xa_empty(&tdev->mr_xa) || !xa_empty(&tdev->qp_xa) ||
 		!xa_empty(&tdev->ah_xa));
 	xa_destroy(&tdev->ah_xa);
+	memzero_explicit(tdev->md5_key, sizeof(tdev->md5_key));
 	xa_destroy(&tdev->mr_xa);
 	xa_destroy(&tdev->qp_xa);
 }

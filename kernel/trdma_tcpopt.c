@@ -80,7 +80,8 @@ void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
 	o->head = 0;
 	o->tail = 0;
 	o->on = false;
-	if (!trdma_tcpopt_enabled)
+	/* A keyed connection's header is signed as TCP sent it. */
+	if (!trdma_tcpopt_enabled || trdma_key_sock_keyed(sk))
 		return;
 	if (!o->recs) {
 		o->recs = kvcalloc(TRDMA_TXOPT_MIN_RECS, sizeof(*o->recs),

@@ -86,6 +86,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_REFUSED].name = "connections_refused",
 	[TRDMA_CNT_REFUSED_SOURCE].name = "refused_bad_source",
 	[TRDMA_CNT_REFUSED_PSN].name = "refused_bad_psn",
+	[TRDMA_CNT_REFUSED_UNKEYED].name = "refused_unkeyed",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,
