@@ -56,9 +56,9 @@ int trdma_rq_geometry_check(uint32_t slots, unsigned int wqe_shift,
  * caps->max_inline, IBV_SEND_INLINE on an opcode without outbound payload
  * (RDMA read, atomics, local invalidate), or an opcode trdma_sqe has no
  * encoding for (bind MW, TSO, driver opcodes, atomic write).  Opcodes the
- * device does not offer yet but the SQE can express (atomics, local
- * invalidate, send with invalidate) are encoded: the kernel refuses them
- * with a completion error.
+ * device does not offer but the SQE can express (local invalidate, send
+ * with invalidate) are encoded: the kernel refuses them with a completion
+ * error.
  */
 int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
 		     const struct ibv_send_wr *wr, bool sig_all);
