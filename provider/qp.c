@@ -716,6 +716,10 @@ static void trdma_wr_abort(struct ibv_qp_ex *qpx)
  * not know): no ibv_wr_* then.
  */
 #define TRDMA_QPX_ROOM (sizeof(struct ibv_qp_ex) + 64)
+_Static_assert(offsetof(struct trdma_qp, verbs_qp_tail_room) ==
+			       sizeof(struct ibv_qp_ex) &&
+		       sizeof(((struct trdma_qp *)0)->verbs_qp_tail_room) == 64,
+	       "the room for verbs_qp is this build's ibv_qp_ex + 64 bytes");
 #define TRDMA_QPX_MIN_SIZE (offsetof(struct ibv_qp_ex, wr_abort) + \
 			    sizeof(void (*)(void)))
 

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <rdma/trdma-abi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -1705,6 +1706,105 @@ TEST_F(ProviderEx, WrSetUdAddrAddressesDatagrams)
 	ASSERT_EQ(wc.size(), 1u);
 	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
 	EXPECT_EQ(wc[0].byte_len, 12u);
+}
+
+// Posters through ibv_wr_* (batches of 1..3, some aborted) and pollers
+// through start/next/end_poll on one QP and CQ: every WR of a completed
+// batch completes exactly once, nothing of an aborted one ever does.
+TEST_F(ProviderEx, ConcurrentWrPostersAndExPollers)
+{
+	constexpr int kPosters = 4, kPollers = 2, kPerPoster = 6000;
+	ibv_cq_ex *cq = CqEx(1023, kAllWcFlags);
+	ASSERT_NE(cq, nullptr);
+	ibv_qp *qp = QpEx(ibv_cq_ex_to_cq(cq), IBV_QP_EX_WITH_SEND,
+			  IBV_QPT_RC,
+			  IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			  64);
+	ASSERT_NE(qp, nullptr) << errno;
+	ToRts(qp);
+	ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	std::atomic<int> inflight{ 0 }, done{ 0 }, errors{ 0 }, posted{ 0 };
+	std::vector<std::atomic<int>> seen(kPosters * kPerPoster);
+	const int limit = ibv_cq_ex_to_cq(cq)->cqe - 4 * kPosters;
+
+	std::vector<std::thread> threads;
+	for (int t = 0; t < kPosters; t++)
+		threads.emplace_back([&, t] {
+			unsigned r = t;
+			for (int i = 0; i < kPerPoster;) {
+				int n = std::min(1 + int((r = r * 1103515245 + 12345) >> 16) % 3,
+						 kPerPoster - i);
+				bool abort = ((r >> 8) & 7) == 0;
+				if (inflight.fetch_add(n) + n > limit) {
+					inflight.fetch_sub(n);
+					std::this_thread::yield();
+					continue;
+				}
+				ibv_wr_start(x);
+				for (int k = 0; k < n; k++) {
+					x->wr_id = std::uint64_t(t) * kPerPoster + i + k;
+					x->wr_flags = IBV_SEND_SIGNALED;
+					ibv_wr_send(x);
+				}
+				if (abort) {
+					ibv_wr_abort(x);
+					inflight.fetch_sub(n);
+					continue;	// the same wr_ids again
+				}
+				int ret = ibv_wr_complete(x);
+				if (ret == ENOMEM) {
+					inflight.fetch_sub(n);
+					std::this_thread::yield();
+					continue;
+				}
+				if (ret)
+					errors++;
+				posted += n;
+				i += n;
+			}
+		});
+	for (int t = 0; t < kPollers; t++)
+		threads.emplace_back([&] {
+			ibv_poll_cq_attr pa = {};
+			while (done.load() < kPosters * kPerPoster) {
+				int ret = ibv_start_poll(cq, &pa), n = 0;
+				if (ret == ENOENT) {
+					std::this_thread::yield();
+					continue;
+				}
+				if (ret) {
+					errors++;
+					return;
+				}
+				do {
+					if (cq->status != IBV_WC_SUCCESS ||
+					    cq->wr_id >= seen.size() ||
+					    ibv_wc_read_opcode(cq) != IBV_WC_SEND ||
+					    ibv_wc_read_qp_num(cq) != qp->qp_num)
+						errors++;
+					else
+						seen[cq->wr_id]++;
+					n++;
+				} while ((ret = ibv_next_poll(cq)) == 0);
+				if (ret != ENOENT)
+					errors++;
+				ibv_end_poll(cq);
+				inflight.fetch_sub(n);
+				done.fetch_add(n);
+			}
+		});
+	for (std::thread &t : threads)
+		t.join();
+
+	EXPECT_EQ(errors.load(), 0);
+	int once = 0;
+	for (auto &s : seen)
+		once += s.load() == 1;
+	EXPECT_EQ(once, kPosters * kPerPoster);
+	EXPECT_EQ(Stats().cq_overflows, 0u);
+	EXPECT_EQ(Stats().corrupt_rings, 0u);
+	EXPECT_EQ(fk_sq_prod(qp),
+		  static_cast<std::uint32_t>(kPosters * kPerPoster));
 }
 
 } // namespace
