@@ -5,6 +5,8 @@
  * The kernel writes struct trdma_cqe slots into the CQ ring and publishes
  * its producer index with a store-release; poll_cq reads them without a
  * system call and hands the slots back by publishing the consumer index.
+ * ibv_create_cq_ex() CQs are the same CQs with the ibv_start_poll()
+ * interface as well (below); ibv_poll_cq() works on them too.
  * Arming (req_notify_cq) is a system call; completion channels,
  * ibv_get_cq_event() and ibv_ack_cq_events() are libibverbs' own (the
  * cq_event hook has nothing to do for trdma and stays libibverbs' no-op).
@@ -20,9 +22,9 @@
 _Static_assert(sizeof(struct trdma_cqe) == 1U << TRDMA_CQE_SHIFT,
 	       "CQ slots are exactly one struct trdma_cqe");
 
-struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
-			       struct ibv_comp_channel *channel,
-			       int comp_vector)
+static struct trdma_cq *trdma_cq_alloc(struct ibv_context *ibctx, int cqe,
+				       struct ibv_comp_channel *channel,
+				       int comp_vector)
 {
 	struct trdma_cmd_create_cq_resp resp;
 	struct ibv_create_cq cmd;
@@ -57,7 +59,7 @@ struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
 			      num_slots, TRDMA_CQE_SHIFT);
 	if (ret)
 		goto err_destroy;
-	return &cq->ibv_cq;
+	return cq;
 
 err_destroy:
 	ibv_cmd_destroy_cq(&cq->ibv_cq);
@@ -67,6 +69,187 @@ err_free:
 	free(cq);
 	errno = ret;
 	return NULL;
+}
+
+struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector)
+{
+	struct trdma_cq *cq = trdma_cq_alloc(ibctx, cqe, channel, comp_vector);
+
+	return cq ? &cq->ibv_cq : NULL;
+}
+
+/*
+ * The extended CQ: the same ring, read through ibv_start_poll(),
+ * ibv_next_poll(), ibv_end_poll() and the read_* getters, none of which
+ * makes a system call.  start_poll takes the CQ's lock and copies the
+ * first CQE out of the ring, next_poll copies the next one, end_poll hands
+ * the slots read back to the kernel (publishes the consumer index) and
+ * drops the lock.  When start_poll finds nothing (ENOENT) it holds no lock
+ * and the caller must not call end_poll.
+ */
+static int trdma_cq_ex_take(struct trdma_cq *cq)
+{
+	struct trdma_uring *r = &cq->ring;
+	uint32_t avail;
+
+	/* Acquire: the CQEs up to prod are written. */
+	avail = trdma_ring_count(trdma_uring_load_prod(r), cq->poll_cons);
+	if (!avail)
+		return ENOENT;
+	/* The kernel never claims more CQEs than slots. */
+	if (avail > r->num_slots)
+		return EPROTO;
+
+	/* One copy of the slot; the getters read the copy. */
+	memcpy(&cq->cur, trdma_uring_slot(r, cq->poll_cons), sizeof(cq->cur));
+	cq->poll_cons++;
+	cq->ibv_cq_ex.wr_id = cq->cur.wr_id;
+	cq->ibv_cq_ex.status = (enum ibv_wc_status)cq->cur.status;
+	return 0;
+}
+
+static inline struct trdma_cq *to_tcq_ex(struct ibv_cq_ex *ibcq)
+{
+	return trdma_container_of(ibcq, struct trdma_cq, ibv_cq_ex);
+}
+
+static int trdma_start_poll(struct ibv_cq_ex *ibcq,
+			    struct ibv_poll_cq_attr *attr)
+{
+	struct trdma_cq *cq = to_tcq_ex(ibcq);
+	int ret;
+
+	if (attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&cq->lock);
+	cq->poll_cons = cq->ring.idx;
+	ret = trdma_cq_ex_take(cq);
+	if (ret)
+		pthread_spin_unlock(&cq->lock);
+	return ret;
+}
+
+static int trdma_next_poll(struct ibv_cq_ex *ibcq)
+{
+	return trdma_cq_ex_take(to_tcq_ex(ibcq));
+}
+
+static void trdma_end_poll(struct ibv_cq_ex *ibcq)
+{
+	struct trdma_cq *cq = to_tcq_ex(ibcq);
+
+	/* Release: done reading the slots before the kernel reuses them. */
+	if (cq->poll_cons != cq->ring.idx)
+		trdma_uring_publish_cons(&cq->ring, cq->poll_cons);
+	pthread_spin_unlock(&cq->lock);
+}
+
+static enum ibv_wc_opcode trdma_read_opcode(struct ibv_cq_ex *ibcq)
+{
+	return (enum ibv_wc_opcode)to_tcq_ex(ibcq)->cur.opcode;
+}
+
+static uint32_t trdma_read_vendor_err(struct ibv_cq_ex *ibcq)
+{
+	return to_tcq_ex(ibcq)->cur.vendor_err;
+}
+
+static uint32_t trdma_read_byte_len(struct ibv_cq_ex *ibcq)
+{
+	return to_tcq_ex(ibcq)->cur.byte_len;
+}
+
+/* ImmDt in network order, or the invalidated rkey (IBV_WC_WITH_INV). */
+static __be32 trdma_read_imm_data(struct ibv_cq_ex *ibcq)
+{
+	return (__be32)to_tcq_ex(ibcq)->cur.imm_data;
+}
+
+static uint32_t trdma_read_qp_num(struct ibv_cq_ex *ibcq)
+{
+	return to_tcq_ex(ibcq)->cur.qp_num;
+}
+
+static uint32_t trdma_read_src_qp(struct ibv_cq_ex *ibcq)
+{
+	return to_tcq_ex(ibcq)->cur.src_qp;
+}
+
+static unsigned int trdma_read_wc_flags(struct ibv_cq_ex *ibcq)
+{
+	return to_tcq_ex(ibcq)->cur.wc_flags & TRDMA_CQE_F_IBV_MASK;
+}
+
+/* No LIDs over Ethernet: 0, as ibv_poll_cq() reports. */
+static uint32_t trdma_read_slid(struct ibv_cq_ex *ibcq)
+{
+	(void)ibcq;
+	return 0;
+}
+
+static uint8_t trdma_read_sl(struct ibv_cq_ex *ibcq)
+{
+	return trdma_cqe_sl(to_tcq_ex(ibcq)->cur.wc_flags);
+}
+
+static uint8_t trdma_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
+{
+	(void)ibcq;
+	return 0;
+}
+
+/* The wc_flags of ibv_create_cq_ex() trdma can answer. */
+#define TRDMA_CQ_EX_WC_FLAGS                                                   \
+	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | \
+	 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |     \
+	 IBV_WC_EX_WITH_DLID_PATH_BITS)
+
+/*
+ * Refused with EOPNOTSUPP: completion timestamps (trdma has no clock in
+ * its CQEs), cvlan, flow tag and tag matching in wc_flags; a parent domain
+ * (IBV_CQ_INIT_ATTR_MASK_PD); IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN.
+ * IBV_CREATE_CQ_ATTR_SINGLE_THREADED is a hint: the lock stays.
+ */
+struct ibv_cq_ex *trdma_create_cq_ex(struct ibv_context *ibctx,
+				     struct ibv_cq_init_attr_ex *attr)
+{
+	struct trdma_cq *cq;
+
+	if ((attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+	    (attr->wc_flags & ~(uint64_t)TRDMA_CQ_EX_WC_FLAGS) ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	     (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->cqe > INT32_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	cq = trdma_cq_alloc(ibctx, (int)attr->cqe, attr->channel,
+			    (int)attr->comp_vector);
+	if (!cq)
+		return NULL;
+	/* What ibv_create_cq() does after ops.create_cq. */
+	verbs_init_cq(&cq->ibv_cq, ibctx, attr->channel, attr->cq_context);
+
+	cq->ibv_cq_ex.start_poll = trdma_start_poll;
+	cq->ibv_cq_ex.next_poll = trdma_next_poll;
+	cq->ibv_cq_ex.end_poll = trdma_end_poll;
+	cq->ibv_cq_ex.read_opcode = trdma_read_opcode;
+	cq->ibv_cq_ex.read_vendor_err = trdma_read_vendor_err;
+	cq->ibv_cq_ex.read_byte_len = trdma_read_byte_len;
+	cq->ibv_cq_ex.read_imm_data = trdma_read_imm_data;
+	cq->ibv_cq_ex.read_qp_num = trdma_read_qp_num;
+	cq->ibv_cq_ex.read_src_qp = trdma_read_src_qp;
+	cq->ibv_cq_ex.read_wc_flags = trdma_read_wc_flags;
+	cq->ibv_cq_ex.read_slid = trdma_read_slid;
+	cq->ibv_cq_ex.read_sl = trdma_read_sl;
+	cq->ibv_cq_ex.read_dlid_path_bits = trdma_read_dlid_path_bits;
+	return &cq->ibv_cq_ex;
 }
 
 int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)

@@ -49,6 +49,15 @@ struct list_node {
 	struct list_node *next, *prev;
 };
 
+/*
+ * struct verbs_qp.comp_mask bit saying the QP has the ibv_qp_ex interface
+ * (ibv_qp_to_qp_ex() tests it).  struct verbs_qp itself is not declared:
+ * where its comp_mask lies depends on the running libibverbs (qp.c).
+ */
+enum {
+	VERBS_QP_EX = 1 << 1,
+};
+
 /* Opaque: libibverbs' description of one uverbs device found in sysfs. */
 struct verbs_sysfs_dev;
 
@@ -370,6 +379,13 @@ int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
 		      struct ibv_create_cq *cmd, size_t cmd_size,
 		      struct ib_uverbs_create_cq_resp *resp, size_t resp_size);
 int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+/*
+ * What libibverbs' ibv_create_cq() does after ops.create_cq; a provider's
+ * create_cq_ex must call it itself (context, channel and its refcount,
+ * cq_context, event counters, mutex and cond).
+ */
+void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context,
+		   struct ibv_comp_channel *channel, void *cq_context);
 int ibv_cmd_destroy_cq(struct ibv_cq *cq);
 
 int ibv_cmd_create_srq(struct ibv_pd *pd,

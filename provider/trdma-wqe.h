@@ -9,6 +9,7 @@
 #define TRDMA_WQE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
@@ -55,12 +56,39 @@ int trdma_rq_geometry_check(uint32_t slots, unsigned int wqe_shift,
  * caps->max_inline, IBV_SEND_INLINE on an opcode without outbound payload
  * (RDMA read, atomics, local invalidate), or an opcode trdma_sqe has no
  * encoding for (bind MW, TSO, driver opcodes, atomic write).  Opcodes the
- * device does not offer yet but the SQE can express (atomics, local
- * invalidate, send with invalidate) are encoded: the kernel refuses them
- * with a completion error.
+ * device does not offer but the SQE can express (local invalidate, send
+ * with invalidate) are encoded: the kernel refuses them with a completion
+ * error.
  */
 int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
 		     const struct ibv_send_wr *wr, bool sig_all);
+
+/*
+ * The pieces of trdma_sqe_encode(), shared with the ibv_wr_* API (qp.c),
+ * which builds a WQE in the same steps:
+ *
+ * trdma_sqe_encode_hdr() zeroes the header and writes everything but the
+ * data: wr_id, opcode, SIGNALED/SOLICITED/FENCE, imm_data or the rkey to
+ * invalidate, the remote address and rkey, the atomic operands.  It
+ * ignores IBV_SEND_INLINE and wr->num_sge/sg_list.  EINVAL for an opcode
+ * trdma_sqe has no encoding for.
+ *
+ * trdma_sqe_set_sges() writes num SGEs (num <= caps->max_sge, checked by
+ * the caller) and clears any inline payload.
+ *
+ * trdma_sqe_inline_ok() says whether the opcode in the slot's header
+ * carries an outbound payload that may go inline.  trdma_sqe_inline_begin()
+ * switches the WQE to an empty inline payload (no SGEs);
+ * trdma_sqe_inline_add() appends len bytes from addr, EINVAL once the
+ * payload would exceed caps->max_inline.
+ */
+int trdma_sqe_encode_hdr(void *slot, const struct ibv_send_wr *wr,
+			 bool sig_all);
+void trdma_sqe_set_sges(void *slot, const struct ibv_sge *sg, uint32_t num);
+bool trdma_sqe_inline_ok(const void *slot);
+void trdma_sqe_inline_begin(void *slot);
+int trdma_sqe_inline_add(void *slot, const struct trdma_sq_caps *caps,
+			 const void *addr, size_t len);
 
 /*
  * Writes the receive WQE for wr into slot.  Returns 0, or EINVAL when

@@ -5,15 +5,16 @@
  * Binds libibverbs to the ib_devices of the out-of-tree trdma.ko, opens
  * user contexts with the trdma ABI handshake, forwards the device and port
  * queries to the kernel and installs the verbs of the other files: PDs and
- * MRs (mem.c), CQs polled from a mapped ring (cq.c), RC QPs posting into
- * mapped rings (qp.c), SRQs and AHs (srq.c).
+ * MRs (mem.c), CQs polled from a mapped ring, also through ibv_cq_ex
+ * (cq.c), RC and UD QPs posting into mapped rings, also through the
+ * ibv_wr_* API of ibv_qp_ex (qp.c), SRQs and AHs (srq.c).
  *
  * Every other verb is left unset in trdma_ctx_ops.  verbs_init_context()
  * (reached through _verbs_init_and_alloc_context()) first installs
  * libibverbs' own defaults (libibverbs/dummy_ops.c) and verbs_set_ops()
  * then replaces only the members we set, so an unset verb fails with
  * EOPNOTSUPP: returned directly by the int verbs, as errno with a NULL
- * result by the object-creating ones (ibv_create_cq_ex(), ibv_alloc_mw(),
+ * result by the object-creating ones (ibv_alloc_mw(), ibv_create_wq(),
  * ...).  The few defaults that are not errors are harmless here: the void
  * hooks (async_event, cq_event) do nothing, query_qp_data_in_order
  * reports 0 and rereg_mr reports IBV_REREG_MR_ERR_INPUT with errno
@@ -76,7 +77,9 @@ static const struct verbs_context_ops trdma_ctx_ops = {
 	.alloc_pd = trdma_alloc_pd,
 	.create_ah = trdma_create_ah,
 	.create_cq = trdma_create_cq,
+	.create_cq_ex = trdma_create_cq_ex,
 	.create_qp = trdma_create_qp,
+	.create_qp_ex = trdma_create_qp_ex,
 	.create_srq = trdma_create_srq,
 	.dealloc_pd = trdma_dealloc_pd,
 	.dereg_mr = trdma_dereg_mr,

@@ -39,9 +39,19 @@ struct trdma_mr {
  * them without a system call.  ring.idx is the consumer index.
  */
 struct trdma_cq {
-	struct ibv_cq ibv_cq;
+	union {
+		struct ibv_cq ibv_cq;
+		struct ibv_cq_ex ibv_cq_ex;	/* CQs of ibv_create_cq_ex() */
+	};
 	pthread_spinlock_t lock;	/* serializes pollers */
 	struct trdma_uring ring;
+	/*
+	 * ibv_start_poll() .. ibv_end_poll(), under lock: the CQE the read_*
+	 * getters answer from (a copy, never the ring slot) and the consumer
+	 * index to publish at end_poll.
+	 */
+	struct trdma_cqe cur;
+	uint32_t poll_cons;
 };
 
 /* An address handle: ah_num names it in UD send WQEs. */
@@ -77,7 +87,7 @@ struct trdma_srq {
 struct trdma_qp {
 	union {
 		struct ibv_qp ibv_qp;
-		struct ibv_qp_ex verbs_qp_room;
+		struct ibv_qp_ex ibv_qpx;	/* ibv_wr_* QPs only */
 	};
 	uint8_t verbs_qp_tail_room[64];
 
@@ -92,6 +102,19 @@ struct trdma_qp {
 	struct trdma_sq_caps sq_caps;
 	struct trdma_uring rq;		/* unmapped with an SRQ */
 	uint32_t max_recv_sge;		/* granted */
+
+	/*
+	 * The ibv_wr_* API (QPs of ibv_create_qp_ex() with
+	 * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS).  Between wr_start and
+	 * wr_complete/wr_abort sq_lock is held; WQEs are built in the free
+	 * slots from sq.idx on, wr_prod is the producer index they will
+	 * publish, wr_cur the WQE the wr_set_* calls fill (NULL before the
+	 * first), wr_err the first error (then nothing is published).
+	 */
+	uint64_t send_ops;		/* IBV_QP_EX_WITH_*, 0: no ibv_wr_* */
+	uint32_t wr_prod;
+	int wr_err;
+	struct trdma_sqe *wr_cur;
 };
 
 static inline struct trdma_context *to_tctx(struct ibv_context *ibctx)
@@ -219,6 +242,8 @@ int trdma_ring_mmap(struct ibv_context *ibctx, struct trdma_uring *r,
 void trdma_ring_munmap(struct trdma_uring *r);
 
 /* cq.c */
+struct ibv_cq_ex *trdma_create_cq_ex(struct ibv_context *ibctx,
+				     struct ibv_cq_init_attr_ex *attr);
 struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector);
@@ -227,6 +252,8 @@ int trdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 int trdma_destroy_cq(struct ibv_cq *ibcq);
 
 /* qp.c */
+struct ibv_qp *trdma_create_qp_ex(struct ibv_context *ibctx,
+				  struct ibv_qp_init_attr_ex *attr);
 struct ibv_qp *trdma_create_qp(struct ibv_pd *pd,
 			       struct ibv_qp_init_attr *attr);
 int trdma_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

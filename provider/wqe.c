@@ -55,40 +55,62 @@ static void trdma_sge_set(struct trdma_sge *dst, const struct ibv_sge *src)
 	dst->lkey = src->lkey;
 }
 
-/* Gathers the WR's buffers into the slot's payload area. */
-static int trdma_sqe_inline(struct trdma_sqe *sqe,
-			    const struct trdma_sq_caps *caps,
-			    const struct ibv_send_wr *wr)
+void trdma_sqe_set_sges(void *slot, const struct ibv_sge *sg, uint32_t num)
 {
-	uint8_t *dst = (uint8_t *)sqe->sge;
-	uint32_t total = 0;
-	int i;
+	struct trdma_sqe *sqe = slot;
+	uint32_t i;
 
-	for (i = 0; i < wr->num_sge; i++) {
-		uint32_t len = wr->sg_list[i].length;
+	sqe->flags &= ~TRDMA_WQE_INLINE;
+	sqe->inline_len = 0;
+	sqe->num_sge = (uint8_t)num;
+	for (i = 0; i < num; i++)
+		trdma_sge_set(&sqe->sge[i], &sg[i]);
+}
 
-		if (len > caps->max_inline - total)
-			return EINVAL;
-		if (len)
-			memcpy(dst + total,
-			       (const void *)(uintptr_t)wr->sg_list[i].addr,
-			       len);
-		total += len;
+bool trdma_sqe_inline_ok(const void *slot)
+{
+	const struct trdma_sqe *sqe = slot;
+
+	switch (sqe->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return true;
+	default:
+		/* RDMA read, atomics, local invalidate: no outbound payload. */
+		return false;
 	}
-	sqe->inline_len = total;
+}
+
+void trdma_sqe_inline_begin(void *slot)
+{
+	struct trdma_sqe *sqe = slot;
+
+	sqe->num_sge = 0;
+	sqe->inline_len = 0;
 	sqe->flags |= TRDMA_WQE_INLINE;
+}
+
+int trdma_sqe_inline_add(void *slot, const struct trdma_sq_caps *caps,
+			 const void *addr, size_t len)
+{
+	struct trdma_sqe *sqe = slot;
+	uint8_t *dst = (uint8_t *)sqe->sge;
+
+	if (len > caps->max_inline - sqe->inline_len)
+		return EINVAL;
+	if (len)
+		memcpy(dst + sqe->inline_len, addr, len);
+	sqe->inline_len += (uint32_t)len;
 	return 0;
 }
 
-int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
-		     const struct ibv_send_wr *wr, bool sig_all)
+int trdma_sqe_encode_hdr(void *slot, const struct ibv_send_wr *wr,
+			 bool sig_all)
 {
 	struct trdma_sqe *sqe = slot;
-	bool inline_ok;
-	int i;
-
-	if (wr->num_sge < 0)
-		return EINVAL;
 
 	memset(sqe, 0, sizeof(*sqe));
 	sqe->wr_id = wr->wr_id;
@@ -96,28 +118,20 @@ int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
 
 	switch (wr->opcode) {
 	case IBV_WR_SEND:
-		inline_ok = true;
 		break;
 	case IBV_WR_SEND_WITH_IMM:
 		sqe->imm_data = wr->imm_data;
-		inline_ok = true;
 		break;
 	case IBV_WR_SEND_WITH_INV:
 		sqe->imm_data = wr->invalidate_rkey;
-		inline_ok = true;
 		break;
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		sqe->imm_data = wr->imm_data;
 		/* fall through */
 	case IBV_WR_RDMA_WRITE:
-		sqe->remote_addr = wr->wr.rdma.remote_addr;
-		sqe->rkey = wr->wr.rdma.rkey;
-		inline_ok = true;
-		break;
 	case IBV_WR_RDMA_READ:
 		sqe->remote_addr = wr->wr.rdma.remote_addr;
 		sqe->rkey = wr->wr.rdma.rkey;
-		inline_ok = false;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -125,11 +139,9 @@ int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
 		sqe->rkey = wr->wr.atomic.rkey;
 		sqe->compare_add = wr->wr.atomic.compare_add;
 		sqe->swap = wr->wr.atomic.swap;
-		inline_ok = false;
 		break;
 	case IBV_WR_LOCAL_INV:
 		sqe->imm_data = wr->invalidate_rkey;
-		inline_ok = false;
 		break;
 	default:
 		/* BIND_MW, TSO, DRIVER1, ATOMIC_WRITE, unknown: no encoding. */
@@ -142,18 +154,39 @@ int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
 		sqe->flags |= TRDMA_WQE_SOLICITED;
 	if (wr->send_flags & IBV_SEND_FENCE)
 		sqe->flags |= TRDMA_WQE_FENCE;
+	return 0;
+}
+
+int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
+		     const struct ibv_send_wr *wr, bool sig_all)
+{
+	int ret, i;
+
+	if (wr->num_sge < 0)
+		return EINVAL;
+	ret = trdma_sqe_encode_hdr(slot, wr, sig_all);
+	if (ret)
+		return ret;
 
 	if (wr->send_flags & IBV_SEND_INLINE) {
-		if (!inline_ok)
+		if (!trdma_sqe_inline_ok(slot))
 			return EINVAL;
-		return trdma_sqe_inline(sqe, caps, wr);
+		/* Gathers the WR's buffers into the slot's payload area. */
+		trdma_sqe_inline_begin(slot);
+		for (i = 0; i < wr->num_sge; i++) {
+			ret = trdma_sqe_inline_add(
+				slot, caps,
+				(const void *)(uintptr_t)wr->sg_list[i].addr,
+				wr->sg_list[i].length);
+			if (ret)
+				return ret;
+		}
+		return 0;
 	}
 
 	if ((uint32_t)wr->num_sge > caps->max_sge)
 		return EINVAL;
-	sqe->num_sge = (uint8_t)wr->num_sge;
-	for (i = 0; i < wr->num_sge; i++)
-		trdma_sge_set(&sqe->sge[i], &wr->sg_list[i]);
+	trdma_sqe_set_sges(slot, wr->sg_list, (uint32_t)wr->num_sge);
 	return 0;
 }
 

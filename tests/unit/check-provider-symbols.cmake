@@ -56,6 +56,7 @@ set(required
   ibv_cmd_create_cq
   ibv_cmd_req_notify_cq
   ibv_cmd_destroy_cq
+  verbs_init_cq
   ibv_cmd_create_srq
   ibv_cmd_modify_srq
   ibv_cmd_query_srq

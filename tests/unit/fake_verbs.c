@@ -433,6 +433,37 @@ int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
 	return 0;
 }
 
+/* libibverbs' own, as in v44.0 (cmd_cq.c / verbs.c). */
+unsigned int fk_init_cq_calls;
+void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context,
+		   struct ibv_comp_channel *channel, void *cq_context)
+{
+	cq->context = context;
+	cq->channel = channel;
+	cq->cq_context = cq_context;
+	cq->comp_events_completed = 0;
+	cq->async_events_completed = 0;
+	pthread_mutex_init(&cq->mutex, NULL);
+	pthread_cond_init(&cq->cond, NULL);
+	fk_init_cq_calls++;
+}
+
+/*
+ * v44.0's struct verbs_qp: comp_mask right after struct ibv_qp_ex (of
+ * this build's verbs.h, which is v44's), or fk_qpx_comp_off if set: a
+ * libibverbs of another release.
+ */
+size_t fk_qpx_comp_off;
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	size_t off = fk_qpx_comp_off ? fk_qpx_comp_off :
+				       sizeof(struct ibv_qp_ex);
+	uint32_t comp_mask;
+
+	memcpy(&comp_mask, (char *)qp + off, sizeof(comp_mask));
+	return comp_mask & VERBS_QP_EX ? (struct ibv_qp_ex *)qp : NULL;
+}
+
 int ibv_cmd_alloc_pd(struct ibv_context *context, struct ibv_pd *pd,
 		     struct ibv_alloc_pd *cmd, size_t cmd_size,
 		     struct ib_uverbs_alloc_pd_resp *resp, size_t resp_size)
@@ -1086,6 +1117,23 @@ int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	return fk.ops.req_notify_cq(cq, solicited_only);
 }
 
+/* ibv_create_cq_ex(): the inline of verbs.h calls the op directly. */
+struct ibv_cq_ex *fk_create_cq_ex(struct ibv_context *ctx,
+				  struct ibv_cq_init_attr_ex *attr)
+{
+	return fk.ops.create_cq_ex(ctx, attr);
+}
+
+/* ibv_create_qp_ex(): a PD alone goes to ibv_create_qp(). */
+struct ibv_qp *fk_create_qp_ex(struct ibv_context *ctx,
+			       struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr->comp_mask == IBV_QP_INIT_ATTR_PD)
+		return fk.ops.create_qp(attr->pd,
+					(struct ibv_qp_init_attr *)attr);
+	return fk.ops.create_qp_ex(ctx, attr);
+}
+
 struct ibv_qp *fk_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
 	return fk.ops.create_qp(pd, attr);
@@ -1305,6 +1353,14 @@ int fk_cq_push(struct ibv_cq *cq, const struct trdma_cqe *cqe)
 		ret = -ENOSPC;
 	pthread_mutex_unlock(&fk.lock);
 	return ret;
+}
+
+void fk_cq_lie_prod(struct ibv_cq *cq, uint32_t extra)
+{
+	struct fk_cq *kcq = fk.cqs[cq->handle];
+
+	__atomic_store_n(&kcq->ring.ctrl->prod, kcq->prod + extra,
+			 __ATOMIC_RELEASE);
 }
 
 bool fk_cq_mapped_ok(struct ibv_cq *cq)

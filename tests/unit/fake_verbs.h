@@ -44,6 +44,15 @@ int fk_destroy_cq(struct ibv_cq *cq);
 int fk_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
+struct ibv_cq_ex *fk_create_cq_ex(struct ibv_context *ctx,
+				  struct ibv_cq_init_attr_ex *attr);
+struct ibv_qp *fk_create_qp_ex(struct ibv_context *ctx,
+			       struct ibv_qp_init_attr_ex *attr);
+/* The fake libibverbs' ibv_qp_to_qp_ex() (VERBS_QP_EX at the offset). */
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp);
+/* verbs_init_cq() calls; where ibv_qp_to_qp_ex() reads (0: v44's). */
+extern unsigned int fk_init_cq_calls;
+extern size_t fk_qpx_comp_off;
 struct ibv_qp *fk_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 int fk_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 int fk_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
@@ -119,6 +128,12 @@ size_t fk_sq_slot(struct ibv_qp *qp, uint32_t idx, void *buf, size_t size);
  */
 struct trdma_cqe;
 int fk_cq_push(struct ibv_cq *cq, const struct trdma_cqe *cqe);
+
+/*
+ * A broken kernel: cq's shared producer index claims extra more CQEs than
+ * it wrote (0 puts the true one back).
+ */
+void fk_cq_lie_prod(struct ibv_cq *cq, uint32_t extra);
 
 /* The payload of the last inline send the kernel took in from qp. */
 size_t fk_last_inline(struct ibv_qp *qp, void *buf, size_t size);

@@ -88,6 +88,7 @@ const struct trdma_probe_value trdma_probe_values[] = {
 	PROBE_SIZE(enum ibv_mr_type),
 	{ "IBV_MR_TYPE_MR", IBV_MR_TYPE_MR },
 	{ "IBV_MR_TYPE_DMABUF_MR", IBV_MR_TYPE_DMABUF_MR },
+	{ "VERBS_QP_EX", VERBS_QP_EX },
 
 	/* Command buffers: header, then the core payload, nothing else. */
 #define PROBE_CMD(type)                                                        \

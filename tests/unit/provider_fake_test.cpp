@@ -9,10 +9,12 @@
 #include <arpa/inet.h>
 #include <rdma/trdma-abi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -239,11 +241,11 @@ TEST_F(Provider, ImplementsTheVerbsItShouldAndNoMore)
 	       "query_qp", "modify_qp", "destroy_qp", "post_send", "post_recv",
 	       "create_srq", "modify_srq", "query_srq", "destroy_srq",
 	       "post_srq_recv", "create_ah", "destroy_ah", "query_device_ex",
-	       "query_port", "free_context" })
+	       "query_port", "free_context", "create_cq_ex", "create_qp_ex" })
 		EXPECT_TRUE(fk_op_is_set(op)) << op;
 	// Left to libibverbs' defaults: EOPNOTSUPP, or no-op hooks.
 	for (const char *op :
-	     { "create_cq_ex", "create_qp_ex", "create_srq_ex", "resize_cq",
+	     { "create_srq_ex", "resize_cq",
 	       "cq_event", "async_event", "alloc_mw", "bind_mw", "rereg_mr" })
 		EXPECT_FALSE(fk_op_is_set(op)) << op;
 }
@@ -1137,6 +1139,658 @@ TEST_F(Provider, ConcurrentPostersAndPollers)
 				done.fetch_add(n);
 				if (!n)
 					std::this_thread::yield();
+			}
+		});
+	for (std::thread &t : threads)
+		t.join();
+
+	EXPECT_EQ(errors.load(), 0);
+	int once = 0;
+	for (auto &s : seen)
+		once += s.load() == 1;
+	EXPECT_EQ(once, kPosters * kPerPoster);
+	EXPECT_EQ(Stats().cq_overflows, 0u);
+	EXPECT_EQ(Stats().corrupt_rings, 0u);
+	EXPECT_EQ(fk_sq_prod(qp),
+		  static_cast<std::uint32_t>(kPosters * kPerPoster));
+}
+
+// ---- ibv_create_cq_ex() and the ibv_start_poll() interface ----
+
+class ProviderEx : public Provider {
+protected:
+	void TearDown() override
+	{
+		for (auto it = qps_.rbegin(); it != qps_.rend(); ++it)
+			EXPECT_EQ(fk_destroy_qp(*it), 0);
+		qps_.clear();
+		for (ibv_cq_ex *cq : cqxs_)
+			EXPECT_EQ(fk_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+		Provider::TearDown();
+	}
+
+	ibv_cq_ex *CqEx(std::uint32_t cqe, std::uint64_t wc_flags,
+			std::uint32_t comp_mask = 0, std::uint32_t flags = 0,
+			void *cq_context = nullptr)
+	{
+		ibv_cq_init_attr_ex a;
+
+		std::memset(&a, 0, sizeof(a));
+		a.cqe = cqe;
+		a.cq_context = cq_context;
+		a.wc_flags = wc_flags;
+		a.comp_mask = comp_mask;
+		a.flags = flags;
+		ibv_cq_ex *cq = fk_create_cq_ex(ctx_, &a);
+		if (cq)
+			cqxs_.push_back(cq);
+		return cq;
+	}
+
+	ibv_qp *QpEx(ibv_cq *cq, std::uint64_t ops, ibv_qp_type type = IBV_QPT_RC,
+		     std::uint32_t comp_mask = IBV_QP_INIT_ATTR_PD |
+					       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		     std::uint32_t wr = 16, std::uint32_t inl = 64,
+		     bool sig_all = false)
+	{
+		ibv_qp_init_attr_ex a;
+
+		std::memset(&a, 0, sizeof(a));
+		a.send_cq = cq;
+		a.recv_cq = cq;
+		a.qp_type = type;
+		a.sq_sig_all = sig_all;
+		a.cap.max_send_wr = wr;
+		a.cap.max_recv_wr = wr;
+		a.cap.max_send_sge = 2;
+		a.cap.max_recv_sge = 2;
+		a.cap.max_inline_data = inl;
+		a.comp_mask = comp_mask;
+		a.pd = pd_;
+		a.send_ops_flags = ops;
+		ibv_qp *qp = fk_create_qp_ex(ctx_, &a);
+		if (qp)
+			qps_.push_back(qp);
+		return qp;
+	}
+
+	// Raw bytes of SQ slot idx (header and SGEs or inline payload).
+	std::vector<unsigned char> Raw(ibv_qp *qp, std::uint32_t idx)
+	{
+		std::vector<unsigned char> raw(256);
+
+		raw.resize(fk_sq_slot(qp, idx, raw.data(), raw.size()));
+		return raw;
+	}
+
+	std::vector<ibv_cq_ex *> cqxs_;
+};
+
+static const std::uint64_t kRcOps =
+	IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+	IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+	IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+	IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+
+static const std::uint64_t kAllWcFlags =
+	IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+	IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+	IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+TEST_F(ProviderEx, CreateCqExRefusesWhatTrdmaCannotReport)
+{
+	for (std::uint64_t f :
+	     { (std::uint64_t)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+	       (std::uint64_t)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+	       (std::uint64_t)IBV_WC_EX_WITH_CVLAN,
+	       (std::uint64_t)IBV_WC_EX_WITH_FLOW_TAG,
+	       (std::uint64_t)IBV_WC_EX_WITH_TM_INFO }) {
+		errno = 0;
+		EXPECT_EQ(CqEx(8, kAllWcFlags | f), nullptr) << f;
+		EXPECT_EQ(errno, EOPNOTSUPP) << f;
+	}
+	errno = 0;
+	EXPECT_EQ(CqEx(8, 0, IBV_CQ_INIT_ATTR_MASK_PD), nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	errno = 0;
+	EXPECT_EQ(CqEx(8, 0, IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		       IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN),
+		  nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	EXPECT_EQ(Stats().destroyed, 0u);	// refused before the kernel
+
+	// Every supported getter, and the single-threaded hint.
+	int tag;
+	unsigned before = fk_init_cq_calls;
+	ibv_cq_ex *cq = CqEx(8, kAllWcFlags, IBV_CQ_INIT_ATTR_MASK_FLAGS,
+			     IBV_CREATE_CQ_ATTR_SINGLE_THREADED, &tag);
+	ASSERT_NE(cq, nullptr) << errno;
+	EXPECT_EQ(fk_init_cq_calls, before + 1);
+	EXPECT_EQ(cq->cq_context, &tag);
+	EXPECT_EQ(cq->context, ctx_);
+	EXPECT_GE(cq->cqe, 8);
+	EXPECT_TRUE(fk_cq_mapped_ok(ibv_cq_ex_to_cq(cq)));
+	EXPECT_EQ(cq->read_completion_ts, nullptr);
+	EXPECT_EQ(cq->read_completion_wallclock_ns, nullptr);
+}
+
+TEST_F(ProviderEx, StartNextEndPollReadTheRing)
+{
+	ibv_cq_ex *cq = CqEx(4, kAllWcFlags);
+	ibv_poll_cq_attr pa = {};
+	trdma_cqe cqe;
+
+	ASSERT_NE(cq, nullptr) << errno;
+	ibv_cq *bcq = ibv_cq_ex_to_cq(cq);
+	EXPECT_EQ(ibv_start_poll(cq, &pa), ENOENT);	// empty: no end_poll
+
+	std::memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 0x1122334455667788ULL;
+	cqe.status = IBV_WC_SUCCESS;
+	cqe.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+	cqe.wc_flags = TRDMA_CQE_F_GRH | TRDMA_CQE_F_NET_IPV6 |
+		       TRDMA_CQE_F_WITH_IMM;
+	cqe.byte_len = 1234;
+	cqe.imm_data = htonl(0xa5a5f00d);
+	cqe.qp_num = 0x42;
+	cqe.src_qp = 0xfedcba;
+	ASSERT_EQ(fk_cq_push(bcq, &cqe), 0);
+	std::memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 7;
+	cqe.status = IBV_WC_LOC_PROT_ERR;
+	cqe.opcode = IBV_WC_RDMA_READ;
+	cqe.vendor_err = 0x99;
+	cqe.qp_num = 0x43;
+	ASSERT_EQ(fk_cq_push(bcq, &cqe), 0);
+
+	ASSERT_EQ(ibv_start_poll(cq, &pa), 0);
+	EXPECT_EQ(cq->wr_id, 0x1122334455667788ULL);
+	EXPECT_EQ(cq->status, IBV_WC_SUCCESS);
+	EXPECT_EQ(ibv_wc_read_opcode(cq), IBV_WC_RECV_RDMA_WITH_IMM);
+	EXPECT_EQ(ibv_wc_read_byte_len(cq), 1234u);
+	EXPECT_EQ(ibv_wc_read_imm_data(cq), htonl(0xa5a5f00d));
+	EXPECT_EQ(ibv_wc_read_qp_num(cq), 0x42u);
+	EXPECT_EQ(ibv_wc_read_src_qp(cq), 0xfedcbau);
+	// The IPv6 bit is trdma's, never a wc flag; it shows in sl.
+	EXPECT_EQ(ibv_wc_read_wc_flags(cq),
+		  static_cast<unsigned>(IBV_WC_GRH | IBV_WC_WITH_IMM));
+	EXPECT_EQ(ibv_wc_read_sl(cq), TRDMA_WC_SL_IPV6);
+	EXPECT_EQ(ibv_wc_read_slid(cq), 0u);
+	EXPECT_EQ(ibv_wc_read_dlid_path_bits(cq), 0u);
+	EXPECT_EQ(ibv_wc_read_vendor_err(cq), 0u);
+
+	ASSERT_EQ(ibv_next_poll(cq), 0);
+	EXPECT_EQ(cq->wr_id, 7u);
+	EXPECT_EQ(cq->status, IBV_WC_LOC_PROT_ERR);
+	EXPECT_EQ(ibv_wc_read_opcode(cq), IBV_WC_RDMA_READ);
+	EXPECT_EQ(ibv_wc_read_vendor_err(cq), 0x99u);
+	EXPECT_EQ(ibv_wc_read_qp_num(cq), 0x43u);
+	EXPECT_EQ(ibv_wc_read_wc_flags(cq), 0u);
+	EXPECT_EQ(ibv_wc_read_sl(cq), 0u);
+	EXPECT_EQ(ibv_next_poll(cq), ENOENT);
+	ibv_end_poll(cq);
+
+	// end_poll handed both slots back: the ring takes a full load again
+	// and the next session starts after them.
+	for (int i = 0; i < bcq->cqe; i++) {
+		cqe.wr_id = 100 + i;
+		ASSERT_EQ(fk_cq_push(bcq, &cqe), 0) << i;
+	}
+	ASSERT_EQ(ibv_start_poll(cq, &pa), 0);
+	EXPECT_EQ(cq->wr_id, 100u);
+	ibv_end_poll(cq);	// consumed one
+	// ibv_poll_cq() on the same CQ goes on from there.
+	ibv_wc wc[8];
+	int n = fk_poll_cq(bcq, 8, wc);
+	ASSERT_EQ(n, bcq->cqe - 1);
+	EXPECT_EQ(wc[0].wr_id, 101u);
+	EXPECT_EQ(wc[n - 1].wr_id, static_cast<std::uint64_t>(99 + bcq->cqe));
+	EXPECT_EQ(ibv_start_poll(cq, &pa), ENOENT);
+	EXPECT_EQ(Stats().cq_overflows, 0u);
+	EXPECT_EQ(Stats().notify_calls, 0u);
+
+	// An unknown poll attribute.
+	pa.comp_mask = 1;
+	EXPECT_EQ(ibv_start_poll(cq, &pa), EINVAL);
+}
+
+TEST_F(ProviderEx, StartPollRefusesAnImpossibleProducer)
+{
+	ibv_cq_ex *cq = CqEx(4, 0);
+	ibv_poll_cq_attr pa = {};
+	trdma_cqe cqe = {};
+
+	ASSERT_NE(cq, nullptr);
+	ibv_cq *bcq = ibv_cq_ex_to_cq(cq);
+	ASSERT_EQ(fk_cq_push(bcq, &cqe), 0);
+	ASSERT_EQ(ibv_start_poll(cq, &pa), 0);
+	ibv_end_poll(cq);
+	// A kernel claiming more CQEs than slots is not believed.
+	fk_cq_lie_prod(bcq, 1000);
+	EXPECT_EQ(ibv_start_poll(cq, &pa), EPROTO);
+	// ... and start_poll left the lock free.
+	EXPECT_EQ(ibv_start_poll(cq, &pa), EPROTO);
+	fk_cq_lie_prod(bcq, 0);
+	EXPECT_EQ(ibv_start_poll(cq, &pa), ENOENT);
+}
+
+// ---- ibv_create_qp_ex() and the ibv_wr_* API ----
+
+TEST_F(ProviderEx, CreateQpExRefusesWhatTrdmaDoesNotExecute)
+{
+	ibv_cq *cq = Cq(16);
+
+	for (std::uint64_t op : std::initializer_list<std::uint64_t>{
+		     IBV_QP_EX_WITH_BIND_MW, IBV_QP_EX_WITH_LOCAL_INV,
+		     IBV_QP_EX_WITH_SEND_WITH_INV, IBV_QP_EX_WITH_TSO,
+		     IBV_QP_EX_WITH_ATOMIC_WRITE, 1ULL << 40 }) {
+		errno = 0;
+		EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | op), nullptr) << op;
+		EXPECT_EQ(errno, EOPNOTSUPP) << op;
+	}
+	// RDMA and atomics on a UD QP.
+	errno = 0;
+	EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE,
+		       IBV_QPT_UD),
+		  nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	errno = 0;
+	EXPECT_EQ(QpEx(cq, kRcOps, IBV_QPT_UC), nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	// Other init attributes.
+	errno = 0;
+	EXPECT_EQ(QpEx(cq, kRcOps,
+		       IBV_QPT_RC,
+		       IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			       IBV_QP_INIT_ATTR_MAX_TSO_HEADER),
+		  nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	errno = 0;
+	EXPECT_EQ(QpEx(cq, 0, IBV_QPT_RC, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS),
+		  nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	EXPECT_EQ(Stats().destroyed, 0u);	// nothing reached the kernel
+
+	// A PD alone, or with create_flags 0: a plain QP, no ibv_qp_ex.
+	ibv_qp *plain = QpEx(cq, 0, IBV_QPT_RC, IBV_QP_INIT_ATTR_PD);
+	ASSERT_NE(plain, nullptr) << errno;
+	EXPECT_EQ(ibv_qp_to_qp_ex(plain), nullptr);
+	plain = QpEx(cq, 0, IBV_QPT_RC,
+		     IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS);
+	ASSERT_NE(plain, nullptr) << errno;
+	EXPECT_EQ(ibv_qp_to_qp_ex(plain), nullptr);
+
+	ibv_qp *qp = QpEx(cq, kRcOps);
+	ASSERT_NE(qp, nullptr) << errno;
+	EXPECT_TRUE(fk_qp_mapped_ok(qp));
+	ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+	ASSERT_EQ(static_cast<void *>(qpx), static_cast<void *>(qp));
+	EXPECT_EQ(qpx->qp_base.qp_num, qp->qp_num);
+	ibv_qp *ud = QpEx(cq, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM,
+			  IBV_QPT_UD);
+	ASSERT_NE(ud, nullptr) << errno;
+	EXPECT_NE(ibv_qp_to_qp_ex(ud), nullptr);
+}
+
+// Other libibverbs releases keep verbs_qp.comp_mask elsewhere: v43 right
+// after wr_abort, v45 after wr_flush.
+TEST_F(ProviderEx, QpExFollowsTheRunningLibibverbsLayout)
+{
+	ibv_cq *cq = Cq(16);
+
+	for (std::size_t off : { offsetof(ibv_qp_ex, wr_abort) + 8,
+				 sizeof(ibv_qp_ex) + 8 }) {
+		fk_qpx_comp_off = off;
+		ibv_qp *qp = QpEx(cq, kRcOps);
+		ASSERT_NE(qp, nullptr) << off;
+		ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+		ASSERT_NE(qpx, nullptr) << off;
+		EXPECT_NE(qpx->wr_abort, nullptr);
+		EXPECT_NE(qpx->wr_send, nullptr);
+		if (off > sizeof(ibv_qp_ex)) {
+			// v45's wr_flush: present, and refuses.
+			void (*flush)(ibv_qp_ex *);
+			std::memcpy(&flush,
+				    reinterpret_cast<char *>(qpx) +
+					    sizeof(ibv_qp_ex),
+				    sizeof(flush));
+			ASSERT_NE(flush, nullptr);
+			ToRts(qp);
+			ibv_wr_start(qpx);
+			flush(qpx);
+			EXPECT_EQ(ibv_wr_complete(qpx), EOPNOTSUPP);
+		}
+	}
+	fk_qpx_comp_off = 0;
+}
+
+TEST_F(ProviderEx, WrApiEncodesExactlyAsPostSend)
+{
+	ibv_cq *cq = Cq(64);
+	ibv_qp *qp = QpEx(cq, kRcOps);
+	ibv_qp *ref = Qp(cq, 16, 2, 64);
+	char payload[] = "inline payload";
+	ibv_sge sg[2] = { { reinterpret_cast<std::uintptr_t>(buf_), 10, 0x101 },
+			  { reinterpret_cast<std::uintptr_t>(buf_ + 64), 8,
+			    0x202 } };
+	ibv_sge isg = { reinterpret_cast<std::uintptr_t>(payload),
+			sizeof(payload), 0 };
+
+	ASSERT_NE(qp, nullptr) << errno;
+	ASSERT_NE(ref, nullptr) << errno;
+	ToRts(qp);
+	ToRts(ref);
+	fk_stall_sq(true);	// the kernel takes nothing: slots stay
+
+	ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	ibv_wr_start(x);
+	x->wr_id = 1;
+	x->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge_list(x, 2, sg);
+	x->wr_id = 2;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(x, htonl(0xabcd));
+	ibv_wr_set_inline_data(x, payload, sizeof(payload));
+	x->wr_id = 3;
+	x->wr_flags = IBV_SEND_FENCE;
+	ibv_wr_rdma_write(x, 0x77, 0x1000);
+	ibv_wr_set_sge(x, 0x101, sg[0].addr, 10);
+	x->wr_id = 4;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write_imm(x, 0x78, 0x2000, htonl(5));
+	ibv_data_buf bufs[2] = { { payload, 3 }, { payload + 5, 4 } };
+	ibv_wr_set_inline_data_list(x, 2, bufs);
+	x->wr_id = 5;
+	ibv_wr_rdma_read(x, 0x79, 0x3000);
+	ibv_wr_set_sge(x, 0x202, sg[1].addr, 8);
+	x->wr_id = 6;
+	ibv_wr_atomic_cmp_swp(x, 0x7a, 0x4000, 11, 22);
+	ibv_wr_set_sge(x, 0x202, sg[1].addr, 8);
+	x->wr_id = 7;
+	ibv_wr_atomic_fetch_add(x, 0x7b, 0x5000, 33);
+	ibv_wr_set_sge(x, 0x202, sg[1].addr, 8);
+	// Nothing visible before wr_complete.
+	EXPECT_EQ(fk_sq_prod(qp), 0u);
+	EXPECT_EQ(Stats().send_doorbells, 0u);
+	ASSERT_EQ(ibv_wr_complete(x), 0);
+	EXPECT_EQ(fk_sq_prod(qp), 7u);
+	EXPECT_EQ(Stats().send_doorbells, 1u);	// one doorbell, like post_send
+
+	// The same WRs through ibv_post_send().
+	ibv_send_wr w[7];
+	ibv_sge s3 = sg[0], s5 = sg[1];
+	ibv_sge ilist[2] = { { reinterpret_cast<std::uintptr_t>(payload), 3, 0 },
+			     { reinterpret_cast<std::uintptr_t>(payload + 5), 4,
+			       0 } };
+	w[0] = SendWr(1, sg, 2, IBV_WR_SEND,
+		      IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+	w[1] = SendWr(2, &isg, 1, IBV_WR_SEND_WITH_IMM,
+		      IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+	w[1].imm_data = htonl(0xabcd);
+	w[2] = SendWr(3, &s3, 1, IBV_WR_RDMA_WRITE, IBV_SEND_FENCE);
+	w[2].wr.rdma.rkey = 0x77;
+	w[2].wr.rdma.remote_addr = 0x1000;
+	w[3] = SendWr(4, ilist, 2, IBV_WR_RDMA_WRITE_WITH_IMM,
+		      IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+	w[3].imm_data = htonl(5);
+	w[3].wr.rdma.rkey = 0x78;
+	w[3].wr.rdma.remote_addr = 0x2000;
+	w[4] = SendWr(5, &s5, 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED);
+	w[4].wr.rdma.rkey = 0x79;
+	w[4].wr.rdma.remote_addr = 0x3000;
+	w[5] = SendWr(6, &s5, 1, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_SEND_SIGNALED);
+	w[5].wr.atomic.rkey = 0x7a;
+	w[5].wr.atomic.remote_addr = 0x4000;
+	w[5].wr.atomic.compare_add = 11;
+	w[5].wr.atomic.swap = 22;
+	w[6] = SendWr(7, &s5, 1, IBV_WR_ATOMIC_FETCH_AND_ADD,
+		      IBV_SEND_SIGNALED);
+	w[6].wr.atomic.rkey = 0x7b;
+	w[6].wr.atomic.remote_addr = 0x5000;
+	w[6].wr.atomic.compare_add = 33;
+	for (int i = 0; i < 6; i++)
+		w[i].next = &w[i + 1];
+	ibv_send_wr *bad = nullptr;
+	ASSERT_EQ(fk_post_send(ref, w, &bad), 0);
+
+	for (std::uint32_t i = 0; i < 7; i++) {
+		std::vector<unsigned char> a = Raw(qp, i), b = Raw(ref, i);
+		trdma_sqe h;
+		std::memcpy(&h, a.data(), sizeof(h));
+		// Header plus what follows it: SGEs or the inline bytes.
+		std::size_t used = sizeof(h) +
+				   (h.flags & TRDMA_WQE_INLINE ?
+					    h.inline_len :
+					    h.num_sge * sizeof(trdma_sge));
+		ASSERT_LE(used, a.size());
+		EXPECT_EQ(0, std::memcmp(a.data(), b.data(), used)) << "WQE " << i;
+	}
+	trdma_sqe h = SqSlot(qp, 1);
+	EXPECT_EQ(h.flags, TRDMA_WQE_SIGNALED | TRDMA_WQE_INLINE);
+	EXPECT_EQ(h.inline_len, sizeof(payload));
+	fk_stall_sq(false);
+}
+
+TEST_F(ProviderEx, WrAbortAndErrorsPublishNothing)
+{
+	ibv_cq *cq = Cq(64);
+	ibv_qp *qp = QpEx(cq, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ,
+			  IBV_QPT_RC,
+			  IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			  4, 16);
+	ASSERT_NE(qp, nullptr) << errno;
+	ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	// Beyond anything a slot can hold, whatever the kernel granted.
+	std::vector<char> big(16384);
+	std::vector<ibv_sge> sgs(300);
+
+	// Before RTS, as ibv_post_send().
+	ibv_wr_start(x);
+	ibv_wr_send(x);
+	EXPECT_EQ(ibv_wr_complete(x), EINVAL);
+	ToRts(qp);
+
+	auto expect_nothing = [&](const char *what) {
+		EXPECT_EQ(fk_sq_prod(qp), 0u) << what;
+		EXPECT_EQ(Stats().send_doorbells, 0u) << what;
+		EXPECT_TRUE(Drain(cq).empty()) << what;
+	};
+
+	ibv_wr_start(x);
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, 1, reinterpret_cast<std::uintptr_t>(buf_), 4);
+	ibv_wr_abort(x);
+	expect_nothing("abort");
+
+	// Data before any WQE.
+	ibv_wr_start(x);
+	ibv_wr_set_sge(x, 1, 0, 0);
+	EXPECT_EQ(ibv_wr_complete(x), EINVAL);
+	expect_nothing("set_sge before any op");
+
+	struct {
+		const char *what;
+		int err;
+		std::function<void()> body;
+	} cases[] = {
+		{ "too many SGEs", EINVAL,
+		  [&] { ibv_wr_send(x); ibv_wr_set_sge_list(x, sgs.size(), sgs.data()); } },
+		{ "inline above max_inline_data", EINVAL,
+		  [&] { ibv_wr_send(x);
+			ibv_wr_set_inline_data(x, big.data(), big.size()); } },
+		{ "inline RDMA read", EINVAL,
+		  [&] { ibv_wr_rdma_read(x, 1, 0);
+			ibv_wr_set_inline_data(x, big.data(), 1); } },
+		{ "op not in send_ops_flags", EINVAL,
+		  [&] { ibv_wr_rdma_write(x, 1, 0); } },
+		{ "UD address on RC", EINVAL,
+		  [&] { ibv_wr_send(x);
+			ibv_wr_set_ud_addr(x, nullptr, 1, 1); } },
+		{ "bind MW", EOPNOTSUPP,
+		  [&] { ibv_wr_bind_mw(x, nullptr, 0, nullptr); } },
+		{ "local invalidate", EOPNOTSUPP,
+		  [&] { ibv_wr_local_inv(x, 5); } },
+		{ "send with invalidate", EOPNOTSUPP,
+		  [&] { ibv_wr_send_inv(x, 5); } },
+		{ "full SQ", ENOMEM,
+		  [&] { for (int i = 0; i < 64; i++) ibv_wr_send(x); } },
+	};
+	for (auto &c : cases) {
+		ibv_wr_start(x);
+		ibv_wr_send(x);	// a good WQE first: it must not go out either
+		c.body();
+		ibv_wr_send(x);	// ignored after the error
+		EXPECT_EQ(ibv_wr_complete(x), c.err) << c.what;
+		expect_nothing(c.what);
+	}
+
+	// The next batch starts from the same slot and goes out.
+	ibv_wr_start(x);
+	x->wr_id = 77;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, 1, reinterpret_cast<std::uintptr_t>(buf_), 4);
+	ASSERT_EQ(ibv_wr_complete(x), 0);
+	EXPECT_EQ(fk_sq_prod(qp), 1u);
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 77u);
+	EXPECT_EQ(wc[0].byte_len, 4u);
+
+	// An empty batch makes no system call.
+	ibv_wr_start(x);
+	EXPECT_EQ(ibv_wr_complete(x), 0);
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+}
+
+TEST_F(ProviderEx, WrSetUdAddrAddressesDatagrams)
+{
+	ibv_cq *cq = Cq(16);
+	ibv_qp *qp = QpEx(cq, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM,
+			  IBV_QPT_UD);
+	ibv_ah *ah = Ah();
+
+	ASSERT_NE(qp, nullptr) << errno;
+	ASSERT_NE(ah, nullptr);
+	ToRts(qp);
+	ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+
+	// A datagram without an address is refused.
+	ibv_wr_start(x);
+	ibv_wr_send(x);
+	EXPECT_EQ(ibv_wr_complete(x), EINVAL);
+	EXPECT_EQ(fk_sq_prod(qp), 0u);
+
+	ibv_wr_start(x);
+	x->wr_id = 31;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(x, htonl(0x1234));
+	ibv_wr_set_ud_addr(x, ah, 0xabcdef, 0x11223344);
+	ibv_wr_set_sge(x, 0x101, reinterpret_cast<std::uintptr_t>(buf_), 12);
+	ASSERT_EQ(ibv_wr_complete(x), 0);
+
+	std::vector<trdma_sge> sges;
+	trdma_sqe sqe = SqSlot(qp, 0, &sges);
+	EXPECT_EQ(sqe.wr_id, 31u);
+	EXPECT_EQ(sqe.opcode, IBV_WR_SEND_WITH_IMM);
+	EXPECT_EQ(sqe.imm_data, htonl(0x1234));
+	EXPECT_EQ(sqe.ah, fk_ah_num(ah));
+	EXPECT_EQ(sqe.ud.remote_qpn, 0xabcdefu);
+	EXPECT_EQ(sqe.ud.remote_qkey, 0x11223344u);
+	ASSERT_EQ(sges.size(), 1u);
+	EXPECT_EQ(sges[0].length, 12u);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc[0].byte_len, 12u);
+}
+
+// Posters through ibv_wr_* (batches of 1..3, some aborted) and pollers
+// through start/next/end_poll on one QP and CQ: every WR of a completed
+// batch completes exactly once, nothing of an aborted one ever does.
+TEST_F(ProviderEx, ConcurrentWrPostersAndExPollers)
+{
+	constexpr int kPosters = 4, kPollers = 2, kPerPoster = 6000;
+	ibv_cq_ex *cq = CqEx(1023, kAllWcFlags);
+	ASSERT_NE(cq, nullptr);
+	ibv_qp *qp = QpEx(ibv_cq_ex_to_cq(cq), IBV_QP_EX_WITH_SEND,
+			  IBV_QPT_RC,
+			  IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			  64);
+	ASSERT_NE(qp, nullptr) << errno;
+	ToRts(qp);
+	ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	std::atomic<int> inflight{ 0 }, done{ 0 }, errors{ 0 }, posted{ 0 };
+	std::vector<std::atomic<int>> seen(kPosters * kPerPoster);
+	const int limit = ibv_cq_ex_to_cq(cq)->cqe - 4 * kPosters;
+
+	std::vector<std::thread> threads;
+	for (int t = 0; t < kPosters; t++)
+		threads.emplace_back([&, t] {
+			unsigned r = t;
+			for (int i = 0; i < kPerPoster;) {
+				int n = std::min(1 + int((r = r * 1103515245 + 12345) >> 16) % 3,
+						 kPerPoster - i);
+				bool abort = ((r >> 8) & 7) == 0;
+				if (inflight.fetch_add(n) + n > limit) {
+					inflight.fetch_sub(n);
+					std::this_thread::yield();
+					continue;
+				}
+				ibv_wr_start(x);
+				for (int k = 0; k < n; k++) {
+					x->wr_id = std::uint64_t(t) * kPerPoster + i + k;
+					x->wr_flags = IBV_SEND_SIGNALED;
+					ibv_wr_send(x);
+				}
+				if (abort) {
+					ibv_wr_abort(x);
+					inflight.fetch_sub(n);
+					continue;	// the same wr_ids again
+				}
+				int ret = ibv_wr_complete(x);
+				if (ret == ENOMEM) {
+					inflight.fetch_sub(n);
+					std::this_thread::yield();
+					continue;
+				}
+				if (ret)
+					errors++;
+				posted += n;
+				i += n;
+			}
+		});
+	for (int t = 0; t < kPollers; t++)
+		threads.emplace_back([&] {
+			ibv_poll_cq_attr pa = {};
+			while (done.load() < kPosters * kPerPoster) {
+				int ret = ibv_start_poll(cq, &pa), n = 0;
+				if (ret == ENOENT) {
+					std::this_thread::yield();
+					continue;
+				}
+				if (ret) {
+					errors++;
+					return;
+				}
+				do {
+					if (cq->status != IBV_WC_SUCCESS ||
+					    cq->wr_id >= seen.size() ||
+					    ibv_wc_read_opcode(cq) != IBV_WC_SEND ||
+					    ibv_wc_read_qp_num(cq) != qp->qp_num)
+						errors++;
+					else
+						seen[cq->wr_id]++;
+					n++;
+				} while ((ret = ibv_next_poll(cq)) == 0);
+				if (ret != ENOENT)
+					errors++;
+				ibv_end_poll(cq);
+				inflight.fetch_sub(n);
+				done.fetch_add(n);
 			}
 		});
 	for (std::thread &t : threads)
