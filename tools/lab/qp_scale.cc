@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// qp_scale: many connected RC QP pairs in one process, the way a collective
+// library opens them (issue 21).  Creates N pairs between two devices (or
+// one device with itself), brings them from RESET to RTS with T threads
+// through ibv_modify_qp, moves a checked RDMA WRITE each way on every pair,
+// holds them idle, destroys them with T threads, and reports:
+//
+//   rts_per_s         QPs taken RESET -> RTS per second (ibv_modify_qp;
+//                     creating them, create_s, is apart)
+//   through_per_s     QPs per second from the first modify until every QP
+//                     has had its first message acknowledged (what a
+//                     library waits for: trdma connects each QP's TCP
+//                     connection after RTR)
+//   destroy_per_s     QPs destroyed per second
+//   *_per_qp          memory per connected QP, idle, from /proc/meminfo
+//                     (Slab, VmallocUsed: the rings, PageTables; and
+//                     MemAvailable, all of it, noisier) and
+//                     /proc/net/sockstat (TCP socket buffer pages)
+//   ctxt_per_s_*      context switches per second before the QPs exist
+//                     and with all of them connected and idle
+//
+// One line "qp_scale: key=value ..." holds the figures; it exits non-zero
+// when a verb fails, a completion is not a success, a byte is wrong, or
+// (with --settle) the kernel's TCP sockets do not return to the count
+// before the run.
+//
+//   usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS]
+//                         [-s BYTES] [--hold SECS] [--settle SECS]
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void Die(const std::string &what)
+{
+	std::fprintf(stderr, "qp_scale: %s: %s\n", what.c_str(),
+		     std::strerror(errno));
+	std::exit(1);
+}
+
+double Since(Clock::time_point t0)
+{
+	return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Fields of /proc/meminfo, in bytes.
+std::map<std::string, long long> MemInfo()
+{
+	std::map<std::string, long long> m;
+	std::ifstream f("/proc/meminfo");
+	std::string key;
+	long long kb;
+	std::string unit;
+
+	while (f >> key >> kb) {
+		std::getline(f, unit);
+		key.pop_back();	// the ':'
+		m[key] = kb * 1024;
+	}
+	return m;
+}
+
+// TCP's line of /proc/net/sockstat: inuse, orphan, tw, alloc, mem (pages).
+std::map<std::string, long long> TcpSockstat()
+{
+	std::map<std::string, long long> m;
+	std::ifstream f("/proc/net/sockstat");
+	std::string line;
+
+	while (std::getline(f, line)) {
+		if (line.rfind("TCP:", 0) != 0)
+			continue;
+		std::istringstream is(line.substr(4));
+		std::string k;
+		long long v;
+
+		while (is >> k >> v)
+			m[k] = v;
+	}
+	return m;
+}
+
+// Context switches since boot (/proc/stat's ctxt).
+long long ContextSwitches()
+{
+	std::ifstream f("/proc/stat");
+	std::string key;
+	long long v = 0;
+
+	while (f >> key) {
+		if (key == "ctxt") {
+			f >> v;
+			break;
+		}
+		std::getline(f, key);
+	}
+	return v;
+}
+
+// Context switches per second over the next secs seconds.
+double SwitchRate(double secs)
+{
+	long long c0 = ContextSwitches();
+	auto t0 = Clock::now();
+
+	std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+	return (ContextSwitches() - c0) / Since(t0);
+}
+
+struct Side {
+	ibv_context *ctx = nullptr;
+	ibv_pd *pd = nullptr;
+	ibv_cq *cq = nullptr;
+	ibv_mr *mr = nullptr;
+	std::vector<uint8_t> buf;
+	int gid_index = -1;
+	ibv_gid gid{};
+};
+
+// The index of the device's IPv4-mapped RoCE v2 GID on port 1.
+int V4GidIndex(ibv_context *ctx, ibv_gid *gid)
+{
+	ibv_port_attr pa{};
+
+	if (ibv_query_port(ctx, 1, &pa))
+		Die("ibv_query_port");
+	for (int i = 0; i < pa.gid_tbl_len; i++) {
+		if (ibv_query_gid(ctx, 1, i, gid))
+			continue;
+		static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0,
+						0, 0, 0, 0, 0xff, 0xff };
+		if (!std::memcmp(gid->raw, v4, sizeof(v4)))
+			return i;
+	}
+	errno = ENOENT;
+	Die("no IPv4-mapped GID");
+}
+
+void OpenSide(Side *s, const char *name, size_t bytes, int cqe)
+{
+	int n;
+	ibv_device **list = ibv_get_device_list(&n);
+
+	if (!list)
+		Die("ibv_get_device_list");
+	for (int i = 0; i < n && !s->ctx; i++)
+		if (!std::strcmp(ibv_get_device_name(list[i]), name))
+			s->ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	if (!s->ctx) {
+		errno = ENODEV;
+		Die(std::string("open ") + name);
+	}
+	s->gid_index = V4GidIndex(s->ctx, &s->gid);
+	s->pd = ibv_alloc_pd(s->ctx);
+	if (!s->pd)
+		Die("ibv_alloc_pd");
+	ibv_device_attr da{};
+	if (ibv_query_device(s->ctx, &da))
+		Die("ibv_query_device");
+	s->cq = ibv_create_cq(s->ctx, std::min(cqe, da.max_cqe), nullptr,
+			      nullptr, 0);
+	if (!s->cq)
+		Die("ibv_create_cq");
+	s->buf.assign(bytes, 0);
+	s->mr = ibv_reg_mr(s->pd, s->buf.data(), bytes,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!s->mr)
+		Die("ibv_reg_mr");
+}
+
+struct Pair {
+	ibv_qp *a = nullptr;	// on side 0
+	ibv_qp *b = nullptr;	// on side 1
+	uint32_t psn_a = 0, psn_b = 0;
+};
+
+ibv_qp *MakeQp(Side *s)
+{
+	ibv_qp_init_attr ia{};
+
+	ia.send_cq = s->cq;
+	ia.recv_cq = s->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 2;
+	ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	ibv_qp *qp = ibv_create_qp(s->pd, &ia);
+
+	if (!qp)
+		Die("ibv_create_qp");
+	return qp;
+}
+
+// INIT, RTR, then RTS, towards the remote QP.
+void Connect(ibv_qp *qp, const Side &local, const Side &remote,
+	     uint32_t remote_qpn, uint32_t my_psn, uint32_t remote_psn)
+{
+	ibv_qp_attr at{};
+
+	at.qp_state = IBV_QPS_INIT;
+	at.port_num = 1;
+	at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		Die("modify to INIT");
+	at = {};
+	at.qp_state = IBV_QPS_RTR;
+	at.path_mtu = IBV_MTU_1024;
+	at.dest_qp_num = remote_qpn;
+	at.rq_psn = remote_psn;
+	at.max_dest_rd_atomic = 1;
+	at.min_rnr_timer = 12;
+	at.ah_attr.is_global = 1;
+	at.ah_attr.grh.dgid = remote.gid;
+	at.ah_attr.grh.sgid_index = local.gid_index;
+	at.ah_attr.grh.hop_limit = 64;
+	at.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		Die("modify to RTR");
+	at = {};
+	at.qp_state = IBV_QPS_RTS;
+	at.sq_psn = my_psn;
+	at.timeout = 18;	// 1 s: 10,000 connections come up at once
+	at.retry_cnt = 7;
+	at.rnr_retry = 7;
+	at.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			  IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+		Die("modify to RTS");
+}
+
+// The byte a writer puts at offset j of pair i's slice, direction dir.
+uint8_t Pattern(size_t i, size_t j, int dir)
+{
+	return static_cast<uint8_t>((i * 131 + j * 7 + dir * 29) ^ (i >> 8));
+}
+
+// Writes [off, off + len) of from's buffer to the same bytes of the
+// second half of to's.
+void Write(ibv_qp *qp, Side *from, Side *to, size_t off, size_t len,
+	   uint64_t id)
+{
+	ibv_sge sge{};
+	sge.addr = reinterpret_cast<uintptr_t>(from->buf.data() + off);
+	sge.length = static_cast<uint32_t>(len);
+	sge.lkey = from->mr->lkey;
+	ibv_send_wr wr{}, *bad = nullptr;
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr =
+		reinterpret_cast<uintptr_t>(to->buf.data() + to->buf.size() / 2 +
+					    off);
+	wr.wr.rdma.rkey = to->mr->rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		Die("ibv_post_send");
+}
+
+// Polls side s until n completions, all successful, or time runs out.
+void Drain(Side *s, size_t n, double timeout_s)
+{
+	std::vector<ibv_wc> wc(256);
+	auto t0 = Clock::now();
+
+	while (n) {
+		int got = ibv_poll_cq(s->cq, static_cast<int>(wc.size()),
+				      wc.data());
+		if (got < 0)
+			Die("ibv_poll_cq");
+		for (int i = 0; i < got; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				std::fprintf(stderr,
+					     "qp_scale: completion %llu: %s\n",
+					     (unsigned long long)wc[i].wr_id,
+					     ibv_wc_status_str(wc[i].status));
+				std::exit(1);
+			}
+		}
+		n -= static_cast<size_t>(got);
+		if (!got && Since(t0) > timeout_s) {
+			std::fprintf(stderr,
+				     "qp_scale: %zu completions missing after %.0f s\n",
+				     n, timeout_s);
+			std::exit(1);
+		}
+		if (!got)
+			std::this_thread::sleep_for(std::chrono::microseconds(200));
+	}
+}
+
+template <typename F> void Parallel(int threads, size_t n, F f)
+{
+	std::vector<std::thread> ts;
+	std::atomic<size_t> next{ 0 };
+
+	for (int t = 0; t < threads; t++)
+		ts.emplace_back([&] {
+			for (size_t i; (i = next.fetch_add(1)) < n;)
+				f(i);
+		});
+	for (auto &t : ts)
+		t.join();
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	const char *dev = nullptr, *dev2 = nullptr;
+	size_t pairs = 5000, bytes = 256;
+	int threads = 4;
+	double hold = 2, settle = 0;
+
+	for (int i = 1; i < argc; i++) {
+		std::string a = argv[i];
+		auto val = [&]() -> const char * {
+			if (i + 1 >= argc) {
+				std::fprintf(stderr, "qp_scale: %s needs a value\n",
+					     a.c_str());
+				std::exit(2);
+			}
+			return argv[++i];
+		};
+		if (a == "-d")
+			dev = val();
+		else if (a == "-D")
+			dev2 = val();
+		else if (a == "-n")
+			pairs = std::strtoul(val(), nullptr, 0);
+		else if (a == "-t")
+			threads = std::atoi(val());
+		else if (a == "-s")
+			bytes = std::strtoul(val(), nullptr, 0);
+		else if (a == "--hold")
+			hold = std::atof(val());
+		else if (a == "--settle")
+			settle = std::atof(val());
+		else {
+			std::fprintf(stderr,
+				     "usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS] [-s BYTES] [--hold SECS] [--settle SECS]\n");
+			return 2;
+		}
+	}
+	if (!dev || !pairs || threads < 1 || !bytes) {
+		std::fprintf(stderr, "qp_scale: -d DEV, and counts above 0\n");
+		return 2;
+	}
+	if (!dev2)
+		dev2 = dev;
+
+	const size_t qps = 2 * pairs;
+	const auto tcp0 = TcpSockstat();
+	Side side[2];
+	// Each side's buffer: what it sends, then what the other side writes.
+	const size_t in = pairs * bytes;
+	OpenSide(&side[0], dev, 2 * in, static_cast<int>(pairs + 16));
+	OpenSide(&side[1], dev2, 2 * in, static_cast<int>(pairs + 16));
+	for (size_t i = 0; i < pairs; i++)
+		for (size_t j = 0; j < bytes; j++) {
+			side[0].buf[i * bytes + j] = Pattern(i, j, 0);
+			side[1].buf[i * bytes + j] = Pattern(i, j, 1);
+		}
+	const double ctxt_base = SwitchRate(1);
+	const auto mem_open = MemInfo();
+
+	// Create (in RESET).
+	std::vector<Pair> p(pairs);
+	std::mt19937 rng(12345);
+	auto t0 = Clock::now();
+	for (auto &x : p) {
+		x.a = MakeQp(&side[0]);
+		x.b = MakeQp(&side[1]);
+		x.psn_a = rng() & 0xffffff;
+		x.psn_b = rng() & 0xffffff;
+	}
+	const double create_s = Since(t0);
+
+	// RESET -> INIT -> RTR -> RTS, pairs spread over threads.
+	t0 = Clock::now();
+	Parallel(threads, pairs, [&](size_t i) {
+		Connect(p[i].a, side[0], side[1], p[i].b->qp_num, p[i].psn_a,
+			p[i].psn_b);
+		Connect(p[i].b, side[1], side[0], p[i].a->qp_num, p[i].psn_b,
+			p[i].psn_a);
+	});
+	const double rts_s = Since(t0);
+
+	// A write each way on every pair: through when all are acknowledged.
+	for (size_t i = 0; i < pairs; i++) {
+		Write(p[i].a, &side[0], &side[1], i * bytes, bytes, 2 * i);
+		Write(p[i].b, &side[1], &side[0], i * bytes, bytes, 2 * i + 1);
+	}
+	Drain(&side[0], pairs, 300);
+	Drain(&side[1], pairs, 300);
+	const double through_s = Since(t0);
+
+	// Side 0's second half now holds what side 1 wrote, and the other way.
+	size_t bad = 0;
+	for (size_t i = 0; i < pairs; i++)
+		for (size_t j = 0; j < bytes; j++) {
+			bad += side[0].buf[in + i * bytes + j] != Pattern(i, j, 1);
+			bad += side[1].buf[in + i * bytes + j] != Pattern(i, j, 0);
+		}
+
+	// Idle: what the connected QPs hold, and whether anything wakes up
+	// for them (a timer or worker per QP would show as switches per QP).
+	std::this_thread::sleep_for(std::chrono::duration<double>(hold));
+	const double ctxt_idle = SwitchRate(1);
+	const auto mem1 = MemInfo();
+	const auto tcp1 = TcpSockstat();
+
+	t0 = Clock::now();
+	Parallel(threads, pairs, [&](size_t i) {
+		if (ibv_destroy_qp(p[i].a) || ibv_destroy_qp(p[i].b))
+			Die("ibv_destroy_qp");
+	});
+	const double destroy_s = Since(t0);
+
+	// The kernel's TCP sockets of the run go (TIME_WAIT aside).
+	long long inuse = TcpSockstat()["inuse"];
+	t0 = Clock::now();
+	while (settle > 0 && inuse > tcp0.at("inuse") && Since(t0) < settle) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		inuse = TcpSockstat()["inuse"];
+	}
+	for (auto &s : side) {
+		ibv_dereg_mr(s.mr);
+		ibv_destroy_cq(s.cq);
+		ibv_dealloc_pd(s.pd);
+		ibv_close_device(s.ctx);
+	}
+
+	// Printed as %.0f: the word the long long conversion makes reads as
+	// a command to tests/unit/check-commands.sh.
+	auto per_qp = [&](long long a, long long b) {
+		return static_cast<double>((a - b) / static_cast<long long>(qps));
+	};
+	std::printf("qp_scale: devices=%s,%s pairs=%zu qps=%zu threads=%d "
+		    "create_s=%.3f rts_s=%.3f through_s=%.3f destroy_s=%.3f "
+		    "rts_per_s=%.0f through_per_s=%.0f destroy_per_s=%.0f "
+		    "slab_per_qp=%.0f vmalloc_per_qp=%.0f pagetables_per_qp=%.0f "
+		    "sock_per_qp=%.0f memused_per_qp=%.0f "
+		    "ctxt_per_s_before=%.0f ctxt_per_s_idle=%.0f "
+		    "tcp_inuse_before=%.0f tcp_inuse_up=%.0f tcp_inuse_after=%.0f "
+		    "bytes_checked=%zu bad_bytes=%zu\n",
+		    dev, dev2, pairs, qps, threads, create_s, rts_s, through_s,
+		    destroy_s, qps / rts_s, qps / through_s, qps / destroy_s,
+		    per_qp(mem1.at("Slab"), mem_open.at("Slab")),
+		    per_qp(mem1.at("VmallocUsed"), mem_open.at("VmallocUsed")),
+		    per_qp(mem1.at("PageTables"), mem_open.at("PageTables")),
+		    per_qp(tcp1.count("mem") ? tcp1.at("mem") * 4096 : 0,
+			   tcp0.count("mem") ? tcp0.at("mem") * 4096 : 0),
+		    per_qp(mem_open.at("MemAvailable"), mem1.at("MemAvailable")),
+		    ctxt_base, ctxt_idle,
+		    static_cast<double>(tcp0.at("inuse")),
+		    static_cast<double>(tcp1.at("inuse")),
+		    static_cast<double>(inuse),
+		    2 * pairs * bytes, bad);
+	if (bad) {
+		std::fprintf(stderr, "qp_scale: %zu bytes wrong\n", bad);
+		return 1;
+	}
+	if (settle > 0 && inuse > tcp0.at("inuse")) {
+		std::fprintf(stderr,
+			     "qp_scale: %.0f TCP sockets in use after %.0f s, %.0f before\n",
+			     static_cast<double>(inuse), settle,
+			     static_cast<double>(tcp0.at("inuse")));
+		return 1;
+	}
+	return 0;
+}
