@@ -25,8 +25,17 @@
 // (with --settle) the kernel's TCP sockets do not return to the count
 // before the run.
 //
+// With --stream SECS, side 1's QPs receive on one SRQ and one CQ and every
+// side-0 QP streams SENDs of BYTES to its peer for SECS seconds, 4
+// outstanding each, after the checked writes: stream_mb_per_s, and
+// share_min/share_max, the least and most any QP received as a fraction
+// of an equal share (fairness); then the same again beside one more pair
+// whose receiver posts a receive every 200 ms (a slow reader; its sender
+// is told RNR), not counted: slow_stream_mb_per_s, slow_share_*.
+//
 //   usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS]
 //                         [-s BYTES] [--hold SECS] [--settle SECS]
+//                         [--stream SECS]
 #include <infiniband/verbs.h>
 
 #include <algorithm>
@@ -192,15 +201,16 @@ struct Pair {
 	uint32_t psn_a = 0, psn_b = 0;
 };
 
-ibv_qp *MakeQp(Side *s)
+ibv_qp *MakeQp(Side *s, ibv_srq *srq, uint32_t send_wr)
 {
 	ibv_qp_init_attr ia{};
 
 	ia.send_cq = s->cq;
 	ia.recv_cq = s->cq;
+	ia.srq = srq;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 2;
-	ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_wr = send_wr;
+	ia.cap.max_recv_wr = srq ? 0 : 1;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
 	ibv_qp *qp = ibv_create_qp(s->pd, &ia);
@@ -257,10 +267,11 @@ uint8_t Pattern(size_t i, size_t j, int dir)
 	return static_cast<uint8_t>((i * 131 + j * 7 + dir * 29) ^ (i >> 8));
 }
 
-// Writes [off, off + len) of from's buffer to the same bytes of the
-// second half of to's.
-void Write(ibv_qp *qp, Side *from, Side *to, size_t off, size_t len,
-	   uint64_t id)
+// Posts a signaled op of len bytes from offset off of from's buffer: an
+// RDMA WRITE to the same bytes of the second half of to's buffer, or (to
+// NULL) a SEND.
+void Post(ibv_qp *qp, Side *from, Side *to, size_t off, size_t len,
+	  uint64_t id)
 {
 	ibv_sge sge{};
 	sge.addr = reinterpret_cast<uintptr_t>(from->buf.data() + off);
@@ -270,12 +281,13 @@ void Write(ibv_qp *qp, Side *from, Side *to, size_t off, size_t len,
 	wr.wr_id = id;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.opcode = to ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr =
-		reinterpret_cast<uintptr_t>(to->buf.data() + to->buf.size() / 2 +
-					    off);
-	wr.wr.rdma.rkey = to->mr->rkey;
+	if (to) {
+		wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(
+			to->buf.data() + to->buf.size() / 2 + off);
+		wr.wr.rdma.rkey = to->mr->rkey;
+	}
 	if (ibv_post_send(qp, &wr, &bad))
 		Die("ibv_post_send");
 }
@@ -312,6 +324,121 @@ void Drain(Side *s, size_t n, double timeout_s)
 	}
 }
 
+struct StreamResult {
+	double secs = 0;		// of posting
+	uint64_t msgs = 0;		// received
+	double share_min = 0, share_max = 0;	// of an equal share
+};
+
+// Posts a receive of len bytes at base + k * len (k ~0: at base) to the
+// SRQ, or (srq NULL) to qp's own receive queue.
+void PostRecv(ibv_qp *qp, ibv_srq *srq, ibv_mr *mr, uint8_t *base, size_t len,
+	      uint64_t k)
+{
+	ibv_sge sge{};
+	sge.addr = reinterpret_cast<uintptr_t>(base + (k == ~0ULL ? 0 : k * len));
+	sge.length = static_cast<uint32_t>(len);
+	sge.lkey = mr->lkey;
+	ibv_recv_wr wr{}, *bad = nullptr;
+	wr.wr_id = k;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	if (srq ? ibv_post_srq_recv(srq, &wr, &bad) :
+		  ibv_post_recv(qp, &wr, &bad))
+		Die("ibv_post_recv");
+}
+
+// Every a QP streams SENDs of len bytes to its b QP, all b QPs on one SRQ
+// and one CQ, all a QPs on one CQ, depth outstanding per QP, for secs
+// seconds; the share each b QP received of an equal share.
+// slow, when given, is one more pair whose receiver has a queue of its own
+// that gets one receive 200 ms after the last one was used (a slow
+// reader: its sender keeps being told RNR); it is not in the shares.
+StreamResult Stream(const std::vector<Pair> &p, Side *s0, Side *s1,
+		    ibv_srq *srq, ibv_mr *rmr, uint8_t *rbase, size_t rslots,
+		    size_t len, int depth, double secs, const Pair *slow)
+{
+	const uint64_t slow_id = p.size();
+	auto slow_t = Clock::now();
+	uint64_t slow_rcvd = 0, slow_posted = 0;
+	std::map<uint32_t, size_t> of;	// b's QPN -> pair
+	std::vector<uint64_t> got(p.size(), 0);
+	std::vector<ibv_wc> wc(256);
+	uint64_t sent = 0, done = 0, rcvd = 0;
+	StreamResult r;
+
+	for (size_t i = 0; i < p.size(); i++)
+		of[p[i].b->qp_num] = i;
+	if (slow)
+		of[slow->b->qp_num] = p.size();
+	(void)rslots;	/* posted once, by the caller; reposted here */
+	auto t0 = Clock::now();
+	for (size_t i = 0; i < p.size(); i++)
+		for (int d = 0; d < depth; d++, sent++)
+			Post(p[i].a, s0, nullptr, 0, len, i);
+	for (int d = 0; slow && d < depth; d++, sent++)
+		Post(slow->a, s0, nullptr, 0, len, slow_id);
+	for (;;) {
+		bool over = Since(t0) >= secs;
+		if (slow && slow_posted == slow_rcvd && Since(slow_t) >= 0.2) {
+			PostRecv(slow->b, nullptr, rmr, rbase, len, ~0ULL);
+			slow_posted++;
+			slow_t = Clock::now();
+		}
+		if (over && !r.secs)
+			r.secs = Since(t0);
+		int n = ibv_poll_cq(s0->cq, static_cast<int>(wc.size()),
+				    wc.data());
+		if (n < 0)
+			Die("ibv_poll_cq");
+		for (int k = 0; k < n; k++) {
+			if (wc[k].status != IBV_WC_SUCCESS) {
+				std::fprintf(stderr, "qp_scale: stream send: %s\n",
+					     ibv_wc_status_str(wc[k].status));
+				std::exit(1);
+			}
+			done++;
+			if (!over) {
+				Post(wc[k].wr_id == slow_id ? slow->a :
+							       p[wc[k].wr_id].a,
+				     s0, nullptr, 0, len, wc[k].wr_id);
+				sent++;
+			}
+		}
+		int m = ibv_poll_cq(s1->cq, static_cast<int>(wc.size()),
+				    wc.data());
+		if (m < 0)
+			Die("ibv_poll_cq");
+		for (int k = 0; k < m; k++) {
+			if (wc[k].status != IBV_WC_SUCCESS ||
+			    !of.count(wc[k].qp_num)) {
+				std::fprintf(stderr, "qp_scale: stream receive: %s\n",
+					     ibv_wc_status_str(wc[k].status));
+				std::exit(1);
+			}
+			if (wc[k].wr_id == ~0ULL) {
+				slow_rcvd++;
+				slow_t = Clock::now();
+				continue;
+			}
+			got[of[wc[k].qp_num]]++;
+			rcvd++;
+			PostRecv(nullptr, srq, rmr, rbase, len, wc[k].wr_id);
+		}
+		if (over && done == sent && rcvd + slow_rcvd == sent)
+			break;
+		if (over && Since(t0) > secs + 60) {
+			std::fprintf(stderr, "qp_scale: stream did not drain\n");
+			std::exit(1);
+		}
+	}
+	r.msgs = rcvd;
+	const double equal = static_cast<double>(rcvd) / p.size();
+	r.share_min = *std::min_element(got.begin(), got.end()) / equal;
+	r.share_max = *std::max_element(got.begin(), got.end()) / equal;
+	return r;
+}
+
 template <typename F> void Parallel(int threads, size_t n, F f)
 {
 	std::vector<std::thread> ts;
@@ -333,7 +460,8 @@ int main(int argc, char **argv)
 	const char *dev = nullptr, *dev2 = nullptr;
 	size_t pairs = 5000, bytes = 256;
 	int threads = 4;
-	double hold = 2, settle = 0;
+	double hold = 2, settle = 0, stream = 0;
+	const int depth = 4;
 
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
@@ -359,9 +487,11 @@ int main(int argc, char **argv)
 			hold = std::atof(val());
 		else if (a == "--settle")
 			settle = std::atof(val());
+		else if (a == "--stream")
+			stream = std::atof(val());
 		else {
 			std::fprintf(stderr,
-				     "usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS] [-s BYTES] [--hold SECS] [--settle SECS]\n");
+				     "usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS] [-s BYTES] [--hold SECS] [--settle SECS] [--stream SECS]\n");
 			return 2;
 		}
 	}
@@ -377,8 +507,27 @@ int main(int argc, char **argv)
 	Side side[2];
 	// Each side's buffer: what it sends, then what the other side writes.
 	const size_t in = pairs * bytes;
-	OpenSide(&side[0], dev, 2 * in, static_cast<int>(pairs + 16));
-	OpenSide(&side[1], dev2, 2 * in, static_cast<int>(pairs + 16));
+	const int cqe = static_cast<int>(pairs * (stream > 0 ? 2 * depth : 1) + 16);
+	OpenSide(&side[0], dev, 2 * in, cqe);
+	OpenSide(&side[1], dev2, 2 * in, cqe);
+	// Streaming: side 1's QPs receive on one SRQ, 2 x depth slots per QP.
+	ibv_srq *srq = nullptr;
+	ibv_mr *rmr = nullptr;
+	const size_t rslots = 2 * depth * pairs;
+	std::vector<uint8_t> rbuf;
+	if (stream > 0) {
+		ibv_srq_init_attr sa{};
+		sa.attr.max_wr = static_cast<uint32_t>(rslots);
+		sa.attr.max_sge = 1;
+		srq = ibv_create_srq(side[1].pd, &sa);
+		if (!srq)
+			Die("ibv_create_srq");
+		rbuf.assign(rslots * bytes, 0);
+		rmr = ibv_reg_mr(side[1].pd, rbuf.data(), rbuf.size(),
+				 IBV_ACCESS_LOCAL_WRITE);
+		if (!rmr)
+			Die("ibv_reg_mr (SRQ)");
+	}
 	for (size_t i = 0; i < pairs; i++)
 		for (size_t j = 0; j < bytes; j++) {
 			side[0].buf[i * bytes + j] = Pattern(i, j, 0);
@@ -392,8 +541,8 @@ int main(int argc, char **argv)
 	std::mt19937 rng(12345);
 	auto t0 = Clock::now();
 	for (auto &x : p) {
-		x.a = MakeQp(&side[0]);
-		x.b = MakeQp(&side[1]);
+		x.a = MakeQp(&side[0], nullptr, stream > 0 ? depth : 2);
+		x.b = MakeQp(&side[1], srq, 2);
 		x.psn_a = rng() & 0xffffff;
 		x.psn_b = rng() & 0xffffff;
 	}
@@ -411,8 +560,8 @@ int main(int argc, char **argv)
 
 	// A write each way on every pair: through when all are acknowledged.
 	for (size_t i = 0; i < pairs; i++) {
-		Write(p[i].a, &side[0], &side[1], i * bytes, bytes, 2 * i);
-		Write(p[i].b, &side[1], &side[0], i * bytes, bytes, 2 * i + 1);
+		Post(p[i].a, &side[0], &side[1], i * bytes, bytes, 2 * i);
+		Post(p[i].b, &side[1], &side[0], i * bytes, bytes, 2 * i + 1);
 	}
 	Drain(&side[0], pairs, 300);
 	Drain(&side[1], pairs, 300);
@@ -425,6 +574,25 @@ int main(int argc, char **argv)
 			bad += side[0].buf[in + i * bytes + j] != Pattern(i, j, 1);
 			bad += side[1].buf[in + i * bytes + j] != Pattern(i, j, 0);
 		}
+
+	StreamResult sr;
+	StreamResult slowr;
+	Pair slowp;
+	if (stream > 0) {
+		for (size_t k = 0; k < rslots; k++)
+			PostRecv(nullptr, srq, rmr, rbuf.data(), bytes, k);
+		sr = Stream(p, &side[0], &side[1], srq, rmr, rbuf.data(), rslots,
+			    bytes, depth, stream, nullptr);
+		// Again beside a slow reader.
+		slowp.a = MakeQp(&side[0], nullptr, depth);
+		slowp.b = MakeQp(&side[1], nullptr, 2);
+		Connect(slowp.a, side[0], side[1], slowp.b->qp_num, 1, 2);
+		Connect(slowp.b, side[1], side[0], slowp.a->qp_num, 2, 1);
+		slowr = Stream(p, &side[0], &side[1], srq, rmr, rbuf.data(),
+			       rslots, bytes, depth, stream, &slowp);
+		if (ibv_destroy_qp(slowp.a) || ibv_destroy_qp(slowp.b))
+			Die("ibv_destroy_qp (slow)");
+	}
 
 	// Idle: what the connected QPs hold, and whether anything wakes up
 	// for them (a timer or worker per QP would show as switches per QP).
@@ -447,6 +615,10 @@ int main(int argc, char **argv)
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
 		inuse = TcpSockstat()["inuse"];
 	}
+	if (srq) {
+		ibv_destroy_srq(srq);
+		ibv_dereg_mr(rmr);
+	}
 	for (auto &s : side) {
 		ibv_dereg_mr(s.mr);
 		ibv_destroy_cq(s.cq);
@@ -466,7 +638,7 @@ int main(int argc, char **argv)
 		    "sock_per_qp=%.0f memused_per_qp=%.0f "
 		    "ctxt_per_s_before=%.0f ctxt_per_s_idle=%.0f "
 		    "tcp_inuse_before=%.0f tcp_inuse_up=%.0f tcp_inuse_after=%.0f "
-		    "bytes_checked=%zu bad_bytes=%zu\n",
+		    "bytes_checked=%zu bad_bytes=%zu",
 		    dev, dev2, pairs, qps, threads, create_s, rts_s, through_s,
 		    destroy_s, qps / rts_s, qps / through_s, qps / destroy_s,
 		    per_qp(mem1.at("Slab"), mem_open.at("Slab")),
@@ -480,6 +652,17 @@ int main(int argc, char **argv)
 		    static_cast<double>(tcp1.at("inuse")),
 		    static_cast<double>(inuse),
 		    2 * pairs * bytes, bad);
+	if (stream > 0)
+		std::printf(" stream_s=%.2f stream_mb_per_s=%.1f "
+			    "share_min=%.2f share_max=%.2f "
+			    "slow_stream_mb_per_s=%.1f slow_share_min=%.2f "
+			    "slow_share_max=%.2f",
+			    sr.secs,
+			    sr.msgs * static_cast<double>(bytes) / sr.secs / 1e6,
+			    sr.share_min, sr.share_max,
+			    slowr.msgs * static_cast<double>(bytes) / slowr.secs / 1e6,
+			    slowr.share_min, slowr.share_max);
+	std::printf("\n");
 	if (bad) {
 		std::fprintf(stderr, "qp_scale: %zu bytes wrong\n", bad);
 		return 1;
