@@ -33,10 +33,18 @@
 // whose receiver posts a receive every 200 ms (a slow reader; its sender
 // is told RNR), not counted: slow_stream_mb_per_s, slow_share_*.
 //
+// Across two hosts, one end of every pair on each: --serve PORT on one,
+// --connect HOST:PORT on the other (a TCP connection of its own carries
+// the QPNs, PSNs and buffer keys); each host reports its own QPs.
+//
 //   usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS]
 //                         [-s BYTES] [--hold SECS] [--settle SECS]
-//                         [--stream SECS]
+//                         [--stream SECS] [--serve PORT | --connect HOST:PORT]
 #include <infiniband/verbs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -201,6 +209,26 @@ struct Pair {
 	uint32_t psn_a = 0, psn_b = 0;
 };
 
+// What the other end of the pairs needs of a side: where to write.
+struct Peer {
+	ibv_gid gid;
+	uint64_t addr;		// the buffer; its second half is written to
+	uint64_t size;
+	uint32_t rkey;
+	uint32_t pad;
+};
+
+Peer Of(const Side &s)
+{
+	Peer p{};
+
+	p.gid = s.gid;
+	p.addr = reinterpret_cast<uintptr_t>(s.buf.data());
+	p.size = s.buf.size();
+	p.rkey = s.mr->rkey;
+	return p;
+}
+
 ibv_qp *MakeQp(Side *s, ibv_srq *srq, uint32_t send_wr)
 {
 	ibv_qp_init_attr ia{};
@@ -221,7 +249,7 @@ ibv_qp *MakeQp(Side *s, ibv_srq *srq, uint32_t send_wr)
 }
 
 // INIT, RTR, then RTS, towards the remote QP.
-void Connect(ibv_qp *qp, const Side &local, const Side &remote,
+void Connect(ibv_qp *qp, const Side &local, const ibv_gid &remote_gid,
 	     uint32_t remote_qpn, uint32_t my_psn, uint32_t remote_psn)
 {
 	ibv_qp_attr at{};
@@ -240,7 +268,7 @@ void Connect(ibv_qp *qp, const Side &local, const Side &remote,
 	at.max_dest_rd_atomic = 1;
 	at.min_rnr_timer = 12;
 	at.ah_attr.is_global = 1;
-	at.ah_attr.grh.dgid = remote.gid;
+	at.ah_attr.grh.dgid = remote_gid;
 	at.ah_attr.grh.sgid_index = local.gid_index;
 	at.ah_attr.grh.hop_limit = 64;
 	at.ah_attr.port_num = 1;
@@ -270,7 +298,7 @@ uint8_t Pattern(size_t i, size_t j, int dir)
 // Posts a signaled op of len bytes from offset off of from's buffer: an
 // RDMA WRITE to the same bytes of the second half of to's buffer, or (to
 // NULL) a SEND.
-void Post(ibv_qp *qp, Side *from, Side *to, size_t off, size_t len,
+void Post(ibv_qp *qp, Side *from, const Peer *to, size_t off, size_t len,
 	  uint64_t id)
 {
 	ibv_sge sge{};
@@ -284,9 +312,8 @@ void Post(ibv_qp *qp, Side *from, Side *to, size_t off, size_t len,
 	wr.opcode = to ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	if (to) {
-		wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(
-			to->buf.data() + to->buf.size() / 2 + off);
-		wr.wr.rdma.rkey = to->mr->rkey;
+		wr.wr.rdma.remote_addr = to->addr + to->size / 2 + off;
+		wr.wr.rdma.rkey = to->rkey;
 	}
 	if (ibv_post_send(qp, &wr, &bad))
 		Die("ibv_post_send");
@@ -439,6 +466,97 @@ StreamResult Stream(const std::vector<Pair> &p, Side *s0, Side *s1,
 	return r;
 }
 
+// The control connection of a run across two hosts.
+void WriteAll(int fd, const void *buf, size_t len)
+{
+	for (const char *p = static_cast<const char *>(buf); len;) {
+		ssize_t n = write(fd, p, len);
+		if (n <= 0)
+			Die("control write");
+		p += n;
+		len -= static_cast<size_t>(n);
+	}
+}
+
+void ReadAll(int fd, void *buf, size_t len)
+{
+	for (char *p = static_cast<char *>(buf); len;) {
+		ssize_t n = read(fd, p, len);
+		if (n <= 0) {
+			if (!n)
+				errno = ECONNRESET;
+			Die("control read");
+		}
+		p += n;
+		len -= static_cast<size_t>(n);
+	}
+}
+
+// Sends ours, receives theirs (small: socket buffers hold both).
+void Exchange(int fd, const void *ours, void *theirs, size_t len)
+{
+	WriteAll(fd, ours, len);
+	ReadAll(fd, theirs, len);
+}
+
+void Barrier(int fd)
+{
+	char a = 'b', b;
+
+	Exchange(fd, &a, &b, 1);
+}
+
+// Serves on port, or connects to host:port (trying for 60 s).
+int ControlConnection(const std::string &serve, const std::string &peer)
+{
+	addrinfo hints{}, *ai = nullptr;
+	std::string host = peer, port = serve;
+	int fd, one = 1;
+
+	hints.ai_socktype = SOCK_STREAM;
+	if (!peer.empty()) {
+		size_t c = peer.rfind(':');
+		if (c == std::string::npos) {
+			errno = EINVAL;
+			Die("--connect HOST:PORT");
+		}
+		host = peer.substr(0, c);
+		port = peer.substr(c + 1);
+	} else {
+		hints.ai_flags = AI_PASSIVE;
+		hints.ai_family = AF_INET;
+	}
+	if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(),
+			&hints, &ai) || !ai) {
+		errno = EINVAL;
+		Die("address " + host + ":" + port);
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM, 0);
+	if (fd < 0)
+		Die("socket");
+	if (!peer.empty()) {
+		auto t0 = Clock::now();
+		while (connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+			if (Since(t0) > 60)
+				Die("connect to " + peer);
+			close(fd);
+			std::this_thread::sleep_for(std::chrono::milliseconds(200));
+			fd = socket(ai->ai_family, SOCK_STREAM, 0);
+		}
+	} else {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1))
+			Die("listen on " + serve);
+		int c = accept(fd, nullptr, nullptr);
+		if (c < 0)
+			Die("accept");
+		close(fd);
+		fd = c;
+	}
+	freeaddrinfo(ai);
+	return fd;
+}
+
 template <typename F> void Parallel(int threads, size_t n, F f)
 {
 	std::vector<std::thread> ts;
@@ -462,6 +580,7 @@ int main(int argc, char **argv)
 	int threads = 4;
 	double hold = 2, settle = 0, stream = 0;
 	const int depth = 4;
+	std::string serve, peer;
 
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
@@ -489,9 +608,13 @@ int main(int argc, char **argv)
 			settle = std::atof(val());
 		else if (a == "--stream")
 			stream = std::atof(val());
+		else if (a == "--serve")
+			serve = val();
+		else if (a == "--connect")
+			peer = val();
 		else {
 			std::fprintf(stderr,
-				     "usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS] [-s BYTES] [--hold SECS] [--settle SECS] [--stream SECS]\n");
+				     "usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS] [-s BYTES] [--hold SECS] [--settle SECS] [--stream SECS] [--serve PORT | --connect HOST:PORT]\n");
 			return 2;
 		}
 	}
@@ -501,15 +624,25 @@ int main(int argc, char **argv)
 	}
 	if (!dev2)
 		dev2 = dev;
+	// Across two hosts: one side here (side 0), the other there; me is
+	// 0 on the connecting host, 1 on the serving one.
+	const bool two = !serve.empty() || !peer.empty();
+	if (two && (stream > 0 || (!serve.empty() && !peer.empty()))) {
+		std::fprintf(stderr, "qp_scale: --serve or --connect, without --stream\n");
+		return 2;
+	}
+	const int me = serve.empty() ? 0 : 1;
+	const int fd = two ? ControlConnection(serve, peer) : -1;
 
-	const size_t qps = 2 * pairs;
+	const size_t qps = two ? pairs : 2 * pairs;
 	const auto tcp0 = TcpSockstat();
 	Side side[2];
 	// Each side's buffer: what it sends, then what the other side writes.
 	const size_t in = pairs * bytes;
 	const int cqe = static_cast<int>(pairs * (stream > 0 ? 2 * depth : 1) + 16);
 	OpenSide(&side[0], dev, 2 * in, cqe);
-	OpenSide(&side[1], dev2, 2 * in, cqe);
+	if (!two)
+		OpenSide(&side[1], dev2, 2 * in, cqe);
 	// Streaming: side 1's QPs receive on one SRQ, 2 x depth slots per QP.
 	ibv_srq *srq = nullptr;
 	ibv_mr *rmr = nullptr;
@@ -530,8 +663,9 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < pairs; i++)
 		for (size_t j = 0; j < bytes; j++) {
-			side[0].buf[i * bytes + j] = Pattern(i, j, 0);
-			side[1].buf[i * bytes + j] = Pattern(i, j, 1);
+			side[0].buf[i * bytes + j] = Pattern(i, j, me);
+			if (!two)
+				side[1].buf[i * bytes + j] = Pattern(i, j, 1);
 		}
 	const double ctxt_base = SwitchRate(1);
 	const auto mem_open = MemInfo();
@@ -542,37 +676,72 @@ int main(int argc, char **argv)
 	auto t0 = Clock::now();
 	for (auto &x : p) {
 		x.a = MakeQp(&side[0], nullptr, stream > 0 ? depth : 2);
-		x.b = MakeQp(&side[1], srq, 2);
+		if (!two)
+			x.b = MakeQp(&side[1], srq, 2);
 		x.psn_a = rng() & 0xffffff;
 		x.psn_b = rng() & 0xffffff;
 	}
 	const double create_s = Since(t0);
 
+	// Across hosts the b QPs are the other host's a QPs.
+	Peer peer0 = Of(side[0]), peer1{};
+	std::vector<uint32_t> bqpn(pairs), bpsn(pairs);
+	if (two) {
+		std::vector<uint32_t> ours(2 * pairs), theirs(2 * pairs);
+		for (size_t i = 0; i < pairs; i++) {
+			ours[2 * i] = p[i].a->qp_num;
+			ours[2 * i + 1] = p[i].psn_a;
+		}
+		Exchange(fd, &peer0, &peer1, sizeof(peer1));
+		Exchange(fd, ours.data(), theirs.data(),
+			 ours.size() * sizeof(ours[0]));
+		for (size_t i = 0; i < pairs; i++) {
+			bqpn[i] = theirs[2 * i];
+			bpsn[i] = theirs[2 * i + 1];
+		}
+		Barrier(fd);
+	} else {
+		peer1 = Of(side[1]);
+		for (size_t i = 0; i < pairs; i++) {
+			bqpn[i] = p[i].b->qp_num;
+			bpsn[i] = p[i].psn_b;
+		}
+	}
+
 	// RESET -> INIT -> RTR -> RTS, pairs spread over threads.
 	t0 = Clock::now();
 	Parallel(threads, pairs, [&](size_t i) {
-		Connect(p[i].a, side[0], side[1], p[i].b->qp_num, p[i].psn_a,
-			p[i].psn_b);
-		Connect(p[i].b, side[1], side[0], p[i].a->qp_num, p[i].psn_b,
-			p[i].psn_a);
+		Connect(p[i].a, side[0], peer1.gid, bqpn[i], p[i].psn_a,
+			bpsn[i]);
+		if (!two)
+			Connect(p[i].b, side[1], peer0.gid, p[i].a->qp_num,
+				p[i].psn_b, p[i].psn_a);
 	});
 	const double rts_s = Since(t0);
 
 	// A write each way on every pair: through when all are acknowledged.
 	for (size_t i = 0; i < pairs; i++) {
-		Post(p[i].a, &side[0], &side[1], i * bytes, bytes, 2 * i);
-		Post(p[i].b, &side[1], &side[0], i * bytes, bytes, 2 * i + 1);
+		Post(p[i].a, &side[0], &peer1, i * bytes, bytes, 2 * i);
+		if (!two)
+			Post(p[i].b, &side[1], &peer0, i * bytes, bytes,
+			     2 * i + 1);
 	}
 	Drain(&side[0], pairs, 300);
-	Drain(&side[1], pairs, 300);
+	if (!two)
+		Drain(&side[1], pairs, 300);
 	const double through_s = Since(t0);
+	if (two)
+		Barrier(fd);	// the other host's writes are in, too
 
 	// Side 0's second half now holds what side 1 wrote, and the other way.
 	size_t bad = 0;
 	for (size_t i = 0; i < pairs; i++)
 		for (size_t j = 0; j < bytes; j++) {
-			bad += side[0].buf[in + i * bytes + j] != Pattern(i, j, 1);
-			bad += side[1].buf[in + i * bytes + j] != Pattern(i, j, 0);
+			bad += side[0].buf[in + i * bytes + j] !=
+			       Pattern(i, j, 1 - me);
+			if (!two)
+				bad += side[1].buf[in + i * bytes + j] !=
+				       Pattern(i, j, 0);
 		}
 
 	StreamResult sr;
@@ -586,8 +755,8 @@ int main(int argc, char **argv)
 		// Again beside a slow reader.
 		slowp.a = MakeQp(&side[0], nullptr, depth);
 		slowp.b = MakeQp(&side[1], nullptr, 2);
-		Connect(slowp.a, side[0], side[1], slowp.b->qp_num, 1, 2);
-		Connect(slowp.b, side[1], side[0], slowp.a->qp_num, 2, 1);
+		Connect(slowp.a, side[0], peer1.gid, slowp.b->qp_num, 1, 2);
+		Connect(slowp.b, side[1], peer0.gid, slowp.a->qp_num, 2, 1);
 		slowr = Stream(p, &side[0], &side[1], srq, rmr, rbuf.data(),
 			       rslots, bytes, depth, stream, &slowp);
 		if (ibv_destroy_qp(slowp.a) || ibv_destroy_qp(slowp.b))
@@ -601,9 +770,11 @@ int main(int argc, char **argv)
 	const auto mem1 = MemInfo();
 	const auto tcp1 = TcpSockstat();
 
+	if (two)
+		Barrier(fd);	// both measured before either destroys
 	t0 = Clock::now();
 	Parallel(threads, pairs, [&](size_t i) {
-		if (ibv_destroy_qp(p[i].a) || ibv_destroy_qp(p[i].b))
+		if (ibv_destroy_qp(p[i].a) || (!two && ibv_destroy_qp(p[i].b)))
 			Die("ibv_destroy_qp");
 	});
 	const double destroy_s = Since(t0);
@@ -620,11 +791,15 @@ int main(int argc, char **argv)
 		ibv_dereg_mr(rmr);
 	}
 	for (auto &s : side) {
+		if (!s.ctx)
+			continue;
 		ibv_dereg_mr(s.mr);
 		ibv_destroy_cq(s.cq);
 		ibv_dealloc_pd(s.pd);
 		ibv_close_device(s.ctx);
 	}
+	if (two)
+		close(fd);
 
 	// Printed as %.0f: the word the long long conversion makes reads as
 	// a command to tests/unit/check-commands.sh.
@@ -639,7 +814,8 @@ int main(int argc, char **argv)
 		    "ctxt_per_s_before=%.0f ctxt_per_s_idle=%.0f "
 		    "tcp_inuse_before=%.0f tcp_inuse_up=%.0f tcp_inuse_after=%.0f "
 		    "bytes_checked=%zu bad_bytes=%zu",
-		    dev, dev2, pairs, qps, threads, create_s, rts_s, through_s,
+		    dev, two ? "peer" : dev2, pairs, qps, threads, create_s,
+		    rts_s, through_s,
 		    destroy_s, qps / rts_s, qps / through_s, qps / destroy_s,
 		    per_qp(mem1.at("Slab"), mem_open.at("Slab")),
 		    per_qp(mem1.at("VmallocUsed"), mem_open.at("VmallocUsed")),
@@ -651,7 +827,7 @@ int main(int argc, char **argv)
 		    static_cast<double>(tcp0.at("inuse")),
 		    static_cast<double>(tcp1.at("inuse")),
 		    static_cast<double>(inuse),
-		    2 * pairs * bytes, bad);
+		    (two ? 1 : 2) * pairs * bytes, bad);
 	if (stream > 0)
 		std::printf(" stream_s=%.2f stream_mb_per_s=%.1f "
 			    "share_min=%.2f share_max=%.2f "
