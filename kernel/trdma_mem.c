@@ -137,9 +137,15 @@ struct trdma_mr *trdma_mr_get(struct trdma_dev *tdev, u32 key)
 	struct trdma_mr *mr;
 	u32 key_now;
 
+	/*
+	 * A key that does not match takes no reference, not even for a
+	 * moment: an invalid fast-reg MR (key 0) is never held by a lookup,
+	 * whatever keys a peer tries, so its next REG_MR finds it free.
+	 */
 	rcu_read_lock();
 	mr = xa_load(&tdev->mr_xa, key >> TRDMA_KEY_BITS);
-	if (mr && !refcount_inc_not_zero(&mr->ref))
+	if (mr && (READ_ONCE(mr->key) != key ||
+		   !refcount_inc_not_zero(&mr->ref)))
 		mr = NULL;
 	rcu_read_unlock();
 	if (!mr)
@@ -415,14 +421,19 @@ int trdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, trdma_fr_set_page);
 }
 
-/* The fast-reg MR key's index names, referenced, whatever its state. */
-static struct trdma_mr *trdma_fr_get(struct trdma_qp *qp, u32 key)
+/*
+ * The fast-reg MR key's index names, referenced, whatever its state; with
+ * valid, only while key is its current key (a peer's SEND_WITH_INV, which
+ * may not take a reference to an MR it cannot name).
+ */
+static struct trdma_mr *trdma_fr_get(struct trdma_qp *qp, u32 key, bool valid)
 {
 	struct trdma_mr *mr;
 
 	rcu_read_lock();
 	mr = xa_load(&qp->tdev->mr_xa, key >> TRDMA_KEY_BITS);
-	if (mr && !refcount_inc_not_zero(&mr->ref))
+	if (mr && ((valid && READ_ONCE(mr->key) != key) ||
+		   !refcount_inc_not_zero(&mr->ref)))
 		mr = NULL;
 	rcu_read_unlock();
 	if (mr && (!mr->fast || mr->ibmr.pd != qp->ibqp.pd)) {
@@ -445,7 +456,7 @@ static struct trdma_mr *trdma_fr_get(struct trdma_qp *qp, u32 key)
 enum ib_wc_status trdma_fr_reg(struct trdma_qp *qp, u32 key, int access)
 {
 	enum ib_wc_status st = IB_WC_LOC_PROT_ERR;
-	struct trdma_mr *mr = trdma_fr_get(qp, key);
+	struct trdma_mr *mr = trdma_fr_get(qp, key, false);
 	u32 shift, nmap;
 	u64 iova, len;
 
@@ -503,7 +514,7 @@ out:
  */
 int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote)
 {
-	struct trdma_mr *mr = trdma_fr_get(qp, key);
+	struct trdma_mr *mr = trdma_fr_get(qp, key, remote);
 	unsigned long flags;
 	int rv = -EACCES;
 
