@@ -42,6 +42,8 @@
 #define TRDMA_KEY_BITS		8
 #define TRDMA_KEY_MASK		((1u << TRDMA_KEY_BITS) - 1)
 #define TRDMA_MAX_MR_INDEX	((1u << (32 - TRDMA_KEY_BITS)) - 1)
+/* Pages of one fast registration (max_fast_reg_page_list_len). */
+#define TRDMA_MAX_FR_PAGES	512
 #define TRDMA_MIN_QPN		16
 #define TRDMA_MAX_QPN		((1u << 24) - 1)
 
@@ -101,6 +103,9 @@ enum trdma_counter {
 	TRDMA_CNT_REFUSED_SOURCE,
 	TRDMA_CNT_REFUSED_PSN,
 	TRDMA_CNT_REFUSED_UNKEYED,
+	TRDMA_CNT_FAST_REG,
+	TRDMA_CNT_LOCAL_INV,
+	TRDMA_CNT_REMOTE_INV,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -197,6 +202,34 @@ struct trdma_mr {
 	struct ib_umem *umem;	/* NULL for the DMA MR (kernel addresses) */
 	struct page **pages;	/* of umem, in order */
 	u32 npages;
+	u32 index;		/* in mr_xa: the key's upper 24 bits */
+	/*
+	 * The key lookups compare (trdma_mr_get): the MR's lkey/rkey, or, for
+	 * a fast-reg MR, the key of its last REG_MR while it is valid and 0
+	 * (no key has index 0) while it is not.  Written with release after
+	 * the registration it guards, read with acquire after a reference.
+	 */
+	u32 key;
+	/*
+	 * Fast registration (IB_MR_TYPE_MEM_REG, the only type alloc_mr
+	 * makes).  map_mr_sg fills fr_map (fr_nmap addresses of page_size
+	 * blocks: kernel virtual addresses, the DMA addresses of a device
+	 * without a DMA device); IB_WR_REG_MR copies them into fr_live,
+	 * with ibmr's iova, length and page size into iova, length and
+	 * fr_shift, and sets access and key.  REG_MR takes only an invalid
+	 * MR that no one holds a reference to, so fr_live, iova, length and
+	 * access never change under a reader that found the MR valid.  Both
+	 * arrays hold max_pages entries.  REG_MR, LOCAL_INV and remote
+	 * invalidation serialize on fr_lock.
+	 */
+	bool fast;
+	u32 max_pages;
+	u32 fr_nmap;		/* entries in fr_map; owned by map_mr_sg */
+	u32 fr_shift;		/* log2 of the page size of fr_live */
+	u32 reg_key;		/* key of the last REG_MR; under fr_lock */
+	u64 *fr_map;
+	u64 *fr_live;
+	spinlock_t fr_lock;	/* REG_MR, LOCAL_INV, remote invalidation */
 	u64 iova;
 	u64 length;
 	int access;		/* IB_ACCESS_* */
@@ -374,8 +407,9 @@ struct trdma_rx_state {
 	u32 req_rkey;
 	bool req_has_rqe;
 	struct trdma_rqe_copy rqe;
-	u32 imm;
+	u32 imm;		/* ImmDt, or with has_inv the rkey invalidated */
 	bool has_imm;
+	bool has_inv;
 	/* Discarding requests until the peer resends this MSN (RNR). */
 	bool rnr_wait;
 	u32 rnr_msn;
@@ -656,6 +690,8 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
 
 /* trdma_mem.c */
 struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off);
+enum ib_wc_status trdma_fr_reg(struct trdma_qp *qp, u32 key, int access);
+int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote);
 
 /* trdma_cm.c */
 int trdma_cm_init(void);

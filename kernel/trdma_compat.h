@@ -9,6 +9,7 @@
 #define _TRDMA_COMPAT_H
 
 #include <linux/bvec.h>
+#include <linux/highmem.h>
 #include <linux/net.h>
 #include <linux/socket.h>
 #include <linux/uio.h>
@@ -44,11 +45,25 @@ static inline int trdma_create_cq(struct ib_cq *ibcq,
 /*
  * Hands len bytes of a page to a socket without copying them: sendpage
  * where the kernel has it, sendmsg with MSG_SPLICE_PAGES where that
- * replaced it (6.5 on).  Process context, socket not locked.
+ * replaced it (6.5 on).  A page TCP may not hold a reference to (slab
+ * memory of a kernel consumer, !sendpage_ok) is copied instead, as
+ * nvme-tcp does.  Process context, socket not locked.
  */
 static inline int trdma_sendpage(struct socket *sock, struct page *page,
 				 int offset, size_t len, int flags)
 {
+	if (!sendpage_ok(page)) {
+		struct msghdr msg = { .msg_flags = flags };
+		struct kvec iov;
+		void *va = kmap_local_page(page);
+		int rv;
+
+		iov.iov_base = va + offset;
+		iov.iov_len = len;
+		rv = kernel_sendmsg(sock, &msg, &iov, 1, len);
+		kunmap_local(va);
+		return rv;
+	}
 #ifdef TRDMA_HAVE_KERNEL_SENDPAGE
 	return kernel_sendpage(sock, page, offset, len, flags);
 #else

@@ -369,6 +369,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.uverbs_abi_ver = TRDMA_ABI_VERSION,
 
 	.alloc_hw_port_stats = trdma_alloc_hw_port_stats,
+	.alloc_mr = trdma_alloc_mr,
 	.alloc_pd = trdma_alloc_pd,
 	.alloc_ucontext = trdma_alloc_ucontext,
 	.create_ah = trdma_create_ah,
@@ -391,6 +392,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.get_hw_stats = trdma_get_hw_stats,
 	.get_link_layer = trdma_get_link_layer,
 	.get_port_immutable = trdma_get_port_immutable,
+	.map_mr_sg = trdma_map_mr_sg,
 	.mmap = trdma_mmap,
 	.mmap_free = trdma_mmap_free,
 	.modify_qp = trdma_modify_qp,

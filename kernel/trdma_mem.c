@@ -135,12 +135,34 @@ int trdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 struct trdma_mr *trdma_mr_get(struct trdma_dev *tdev, u32 key)
 {
 	struct trdma_mr *mr;
+	u32 key_now;
 
+	/*
+	 * A key that does not match takes no reference, not even for a
+	 * moment: an invalid fast-reg MR (key 0) is never held by a lookup,
+	 * whatever keys a peer tries, so its next REG_MR finds it free.
+	 */
 	rcu_read_lock();
 	mr = xa_load(&tdev->mr_xa, key >> TRDMA_KEY_BITS);
-	if (mr && (mr->ibmr.lkey != key || !refcount_inc_not_zero(&mr->ref)))
+	if (mr && (READ_ONCE(mr->key) != key ||
+		   !refcount_inc_not_zero(&mr->ref)))
 		mr = NULL;
 	rcu_read_unlock();
+	if (!mr)
+		return NULL;
+	/*
+	 * The reference before the key: a REG_MR that does not see this
+	 * reference (trdma_fr_reg) has this reader see the key it sets only
+	 * after the registration, and the reader of an MR invalidated since
+	 * is seen holding its reference.
+	 */
+	smp_mb__after_atomic();
+	/* Pairs with the release of the key in trdma_fr_reg(). */
+	key_now = smp_load_acquire(&mr->key);
+	if (key_now != key) {
+		trdma_mr_put(mr);
+		return NULL;
+	}
 	return mr;
 }
 
@@ -198,8 +220,11 @@ static struct trdma_mr *trdma_mr_alloc(struct ib_pd *ibpd, u64 iova,
 
 	/* A new key byte on every registration, so stale keys fail. */
 	key = (u32)atomic_inc_return(&tdev->mr_key) & TRDMA_KEY_MASK;
+	mr->index = index;
 	mr->ibmr.lkey = (index << TRDMA_KEY_BITS) | key;
 	mr->ibmr.rkey = mr->ibmr.lkey;
+	mr->key = mr->ibmr.lkey;
+	spin_lock_init(&mr->fr_lock);
 	mr->ibmr.iova = iova;
 	mr->ibmr.length = length;
 	return mr;
@@ -214,15 +239,17 @@ err_count:
 /* Makes the MR's key valid; after this, lookups can find it. */
 static void trdma_mr_publish(struct trdma_dev *tdev, struct trdma_mr *mr)
 {
-	xa_store(&tdev->mr_xa, mr->ibmr.lkey >> TRDMA_KEY_BITS, mr, GFP_KERNEL);
+	xa_store(&tdev->mr_xa, mr->index, mr, GFP_KERNEL);
 }
 
 static void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr)
 {
-	xa_erase(&tdev->mr_xa, mr->ibmr.lkey >> TRDMA_KEY_BITS);
+	xa_erase(&tdev->mr_xa, mr->index);
 	trdma_mr_put(mr);
 	wait_for_completion(&mr->released);
 	kvfree(mr->pages);
+	kfree(mr->fr_map);
+	kfree(mr->fr_live);
 	if (mr->umem)
 		ib_umem_release(mr->umem);
 	atomic_dec(&tdev->counts.mr);
@@ -254,8 +281,16 @@ static int trdma_mr_map_pages(struct trdma_mr *mr)
  */
 struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off)
 {
-	u64 pos;
+	u64 pos, addr;
 
+	if (mr->fast) {
+		/* trdma_fr_reg checked that fr_live covers [iova, iova + length). */
+		pos = (mr->iova & ((1ULL << mr->fr_shift) - 1)) + (va - mr->iova);
+		addr = mr->fr_live[pos >> mr->fr_shift] +
+		       (pos & ((1ULL << mr->fr_shift) - 1));
+		*pg_off = offset_in_page(addr);
+		return virt_to_page((void *)(uintptr_t)addr);
+	}
 	if (!mr->umem) {
 		*pg_off = offset_in_page(va);
 		return virt_to_page((void *)(uintptr_t)va);
@@ -319,4 +354,186 @@ int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	trdma_mr_free(to_tdev(ibmr->device), to_tmr(ibmr));
 	return 0;
+}
+
+/*
+ * Memory management extensions: fast-registration MRs for kernel
+ * consumers.  alloc_mr makes an invalid MR with room for max_num_sg pages,
+ * map_mr_sg lists the pages of a scatterlist in it, IB_WR_REG_MR (in SQ
+ * order, at the send queue's intake) makes it valid with a key and rights,
+ * and IB_WR_LOCAL_INV or a peer's SEND_WITH_INV makes it invalid again.
+ */
+struct ib_mr *trdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			     u32 max_num_sg)
+{
+	struct trdma_dev *tdev = to_tdev(ibpd->device);
+	struct trdma_mr *mr;
+
+	/* No integrity (signature) or SG_GAPS MRs. */
+	if (type != IB_MR_TYPE_MEM_REG)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!max_num_sg || max_num_sg > TRDMA_MAX_FR_PAGES)
+		return ERR_PTR(-EINVAL);
+
+	mr = trdma_mr_alloc(ibpd, 0, 0, 0);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	mr->fast = true;
+	mr->max_pages = max_num_sg;
+	mr->fr_shift = PAGE_SHIFT;
+	/* Invalid until a REG_MR: no key finds it. */
+	mr->key = 0;
+	mr->ibmr.iova = 0;
+	mr->ibmr.length = 0;
+	mr->fr_map = kcalloc(max_num_sg, sizeof(u64), GFP_KERNEL);
+	mr->fr_live = kcalloc(max_num_sg, sizeof(u64), GFP_KERNEL);
+	if (!mr->fr_map || !mr->fr_live) {
+		trdma_mr_free(tdev, mr);
+		return ERR_PTR(-ENOMEM);
+	}
+	trdma_mr_publish(tdev, mr);
+	return &mr->ibmr;
+}
+
+static int trdma_fr_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct trdma_mr *mr = to_tmr(ibmr);
+
+	if (mr->fr_nmap >= mr->max_pages)
+		return -ENOMEM;
+	mr->fr_map[mr->fr_nmap++] = addr;
+	return 0;
+}
+
+/*
+ * Lists the blocks of sg in the MR's page list (fr_map) and sets ibmr's
+ * iova and length; the registration in effect (fr_live) is untouched until
+ * the next REG_MR.  Returns how many sg entries were mapped.
+ */
+int trdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		    unsigned int *sg_offset)
+{
+	struct trdma_mr *mr = to_tmr(ibmr);
+
+	if (!mr->fast)
+		return -EINVAL;
+	mr->fr_nmap = 0;
+	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, trdma_fr_set_page);
+}
+
+/*
+ * The fast-reg MR key's index names, referenced, whatever its state; with
+ * valid, only while key is its current key (a peer's SEND_WITH_INV, which
+ * may not take a reference to an MR it cannot name).
+ */
+static struct trdma_mr *trdma_fr_get(struct trdma_qp *qp, u32 key, bool valid)
+{
+	struct trdma_mr *mr;
+
+	rcu_read_lock();
+	mr = xa_load(&qp->tdev->mr_xa, key >> TRDMA_KEY_BITS);
+	if (mr && ((valid && READ_ONCE(mr->key) != key) ||
+		   !refcount_inc_not_zero(&mr->ref)))
+		mr = NULL;
+	rcu_read_unlock();
+	if (mr && (!mr->fast || mr->ibmr.pd != qp->ibqp.pd)) {
+		trdma_mr_put(mr);
+		mr = NULL;
+	}
+	return mr;
+}
+
+#define TRDMA_FR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
+			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * IB_WR_REG_MR of a kernel QP: makes the fast-reg MR key's index names
+ * (of the QP's PD) valid under key, with access, for the pages map_mr_sg
+ * listed.  The MR must be invalid and held by no one but us: then no
+ * reader sees the registration change (trdma_mr_get).  Under qp->lock.
+ * Returns the completion status.
+ */
+enum ib_wc_status trdma_fr_reg(struct trdma_qp *qp, u32 key, int access)
+{
+	enum ib_wc_status st = IB_WC_LOC_PROT_ERR;
+	struct trdma_mr *mr = trdma_fr_get(qp, key, false);
+	u32 shift, nmap;
+	u64 iova, len;
+
+	if (!mr)
+		return IB_WC_LOC_PROT_ERR;
+	iova = mr->ibmr.iova;
+	len = mr->ibmr.length;
+	nmap = mr->fr_nmap;
+	if (access & ~(TRDMA_FR_ACCESS | IB_ACCESS_OPTIONAL) ||
+	    !is_power_of_2(mr->ibmr.page_size) ||
+	    mr->ibmr.page_size < PAGE_SIZE || nmap > mr->max_pages) {
+		st = IB_WC_LOC_QP_OP_ERR;
+		goto out;
+	}
+	shift = ilog2(mr->ibmr.page_size);
+	/* The listed blocks must cover the region, wherever it starts. */
+	if (!len || len > trdma_limits.max_mr_size || iova + len < iova ||
+	    (iova & (mr->ibmr.page_size - 1)) + len > (u64)nmap << shift)
+		goto out;
+
+	spin_lock(&mr->fr_lock);
+	if (READ_ONCE(mr->key)) {
+		/* Still valid: REG_MR needs an invalidated MR. */
+		spin_unlock(&mr->fr_lock);
+		goto out;
+	}
+	/* Pairs with trdma_mr_get(): the key's clearing, then references. */
+	smp_mb();
+	/* Ours and the MR's own: no reader holds it. */
+	if (refcount_read(&mr->ref) != 2) {
+		spin_unlock(&mr->fr_lock);
+		goto out;
+	}
+	memcpy(mr->fr_live, mr->fr_map, nmap * sizeof(u64));
+	mr->fr_shift = shift;
+	mr->iova = iova;
+	mr->length = len;
+	mr->access = access & TRDMA_FR_ACCESS;
+	mr->reg_key = key;
+	/* The registration before the key that makes it visible. */
+	smp_store_release(&mr->key, key);
+	spin_unlock(&mr->fr_lock);
+	trdma_count(qp->tdev, TRDMA_CNT_FAST_REG, 1);
+	st = IB_WC_SUCCESS;
+out:
+	trdma_mr_put(mr);
+	return st;
+}
+
+/*
+ * Invalidates the fast-reg MR key names (of the QP's PD): IB_WR_LOCAL_INV,
+ * or, remote, the IETH of a SEND_WITH_INV, which may only name an MR that
+ * allows remote access.  Invalidating an invalid MR under the key of its
+ * last registration is no error.  Returns 0 or -EACCES.
+ */
+int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote)
+{
+	struct trdma_mr *mr = trdma_fr_get(qp, key, remote);
+	unsigned long flags;
+	int rv = -EACCES;
+
+	if (!mr)
+		return -EACCES;
+	spin_lock_irqsave(&mr->fr_lock, flags);
+	if (mr->reg_key == key && READ_ONCE(mr->key) != key && !remote) {
+		rv = 0;
+	} else if (READ_ONCE(mr->key) == key &&
+		   (!remote || mr->access & (IB_ACCESS_REMOTE_READ |
+					     IB_ACCESS_REMOTE_WRITE |
+					     IB_ACCESS_REMOTE_ATOMIC))) {
+		WRITE_ONCE(mr->key, 0);
+		rv = 0;
+	}
+	spin_unlock_irqrestore(&mr->fr_lock, flags);
+	trdma_mr_put(mr);
+	if (!rv)
+		trdma_count(qp->tdev, remote ? TRDMA_CNT_REMOTE_INV :
+					       TRDMA_CNT_LOCAL_INV, 1);
+	return rv;
 }

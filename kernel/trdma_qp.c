@@ -37,6 +37,10 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
 		return IB_WC_COMP_SWAP;
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 		return IB_WC_FETCH_ADD;
+	case IB_UVERBS_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case TRDMA_SQE_REG_MR:
+		return IB_WC_REG_MR;
 	default:
 		return IB_WC_SEND;
 	}
@@ -467,6 +471,9 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 		if (*len > trdma_ud_mtu(qp->tdev))
 			return IB_WC_LOC_LEN_ERR;
 	}
+	/* Fast registration and invalidation: the kernel's MRs only. */
+	if (trdma_sqe_is_local(sqe) && qp->is_user)
+		return IB_WC_LOC_QP_OP_ERR;
 	if (sqe->flags & TRDMA_WQE_INLINE)
 		return status;
 
@@ -521,6 +528,19 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 		memcpy(sqe, trdma_ring_slot(&qp->sq, qp->sq_intake), size);
 		memset(swi, 0, sizeof(*swi));
 		status = trdma_sqe_check(qp, sqe, &swi->len);
+		/*
+		 * REG_MR and LOCAL_INV take effect here, in SQ order with
+		 * the intake checks of the WQEs after them, which may use
+		 * the key just registered; they complete in order when the
+		 * transmitter passes them (trdma_tx_req_seg()).
+		 */
+		if (status == IB_WC_SUCCESS &&
+		    sqe->opcode == TRDMA_SQE_REG_MR)
+			status = trdma_fr_reg(qp, sqe->rkey, sqe->imm_data);
+		else if (status == IB_WC_SUCCESS &&
+			 sqe->opcode == IB_UVERBS_WR_LOCAL_INV &&
+			 trdma_fr_inv(qp, sqe->imm_data, false))
+			status = IB_WC_LOC_PROT_ERR;
 		swi->status = status;
 		qp->sq_intake++;
 		if (status != IB_WC_SUCCESS) {
@@ -1023,6 +1043,36 @@ static int trdma_sqe_from_wr(struct trdma_qp *qp, struct trdma_sqe *sqe,
 	if (wr->opcode == IB_WR_SEND_WITH_IMM ||
 	    wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
 		sqe->imm_data = (__force u32)wr->ex.imm_data;
+	if (wr->opcode == IB_WR_SEND_WITH_INV ||
+	    wr->opcode == IB_WR_LOCAL_INV)
+		sqe->imm_data = wr->ex.invalidate_rkey;
+	if (wr->opcode == IB_WR_REG_MR) {
+		const struct ib_reg_wr *reg = reg_wr(wr);
+
+		BUILD_BUG_ON(IB_WR_REG_MR != TRDMA_SQE_REG_MR);
+		/* The key must name the MR: only its low byte may change. */
+		if (!reg->mr || reg->mr->device != qp->ibqp.device ||
+		    reg->key >> TRDMA_KEY_BITS != to_tmr(reg->mr)->index)
+			return -EINVAL;
+		sqe->rkey = reg->key;
+		sqe->imm_data = reg->access;
+		return 0;
+	}
+	switch (wr->opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+	case IB_WR_SEND:
+	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_SEND_WITH_INV:
+	case IB_WR_RDMA_READ:
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+	case IB_WR_LOCAL_INV:
+		break;
+	default:
+		/* No memory windows, LSO, masked atomics or integrity MRs. */
+		return -EOPNOTSUPP;
+	}
 	if (trdma_qp_is_ud(qp)) {
 		if (!ud_wr(wr)->ah)
 			return -EINVAL;

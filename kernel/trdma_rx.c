@@ -290,7 +290,8 @@ static void trdma_rx_complete_recv(struct trdma_qp *qp, enum ib_wc_status st,
 		.imm_data = rx->imm,
 		.qp_num = qp->ibqp.qp_num,
 		.src_qp = qp->attr.dest_qp_num,
-		.wc_flags = rx->has_imm ? TRDMA_CQE_F_WITH_IMM : 0,
+		.wc_flags = (rx->has_imm ? TRDMA_CQE_F_WITH_IMM : 0) |
+			    (rx->has_inv ? TRDMA_CQE_F_WITH_INV : 0),
 	};
 
 	trdma_cq_post(to_tcq(qp->ibqp.recv_cq), &cqe, solicited);
@@ -375,6 +376,12 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 		struct trdma_sqe *sqe = trdma_swq_slot(qp, i);
 		s32 d = (s32)(msn - swi->msn);
 
+		/* REG_MR, LOCAL_INV: done once the transmitter passed them. */
+		if (trdma_sqe_is_local(sqe)) {
+			if (!swi->done)
+				break;
+			continue;
+		}
 		if (!swi->msn_set || d < 0)
 			break;
 		if (d == 0 && st != IB_WC_SUCCESS) {
@@ -443,7 +450,8 @@ static enum trdma_rx_err trdma_rx_check_reth(struct trdma_qp *qp,
 
 static bool trdma_op_is_send(u8 op)
 {
-	return op <= TRDMA_OP_SEND_ONLY_IMM;
+	return op <= TRDMA_OP_SEND_ONLY_IMM || op == TRDMA_OP_SEND_LAST_INV ||
+	       op == TRDMA_OP_SEND_ONLY_INV;
 }
 
 static bool trdma_op_is_write(u8 op)
@@ -454,7 +462,8 @@ static bool trdma_op_is_write(u8 op)
 static bool trdma_op_first(u8 op)
 {
 	return op == TRDMA_OP_SEND_FIRST || op == TRDMA_OP_SEND_ONLY ||
-	       op == TRDMA_OP_SEND_ONLY_IMM || op == TRDMA_OP_WRITE_FIRST ||
+	       op == TRDMA_OP_SEND_ONLY_IMM || op == TRDMA_OP_SEND_ONLY_INV ||
+	       op == TRDMA_OP_WRITE_FIRST ||
 	       op == TRDMA_OP_WRITE_ONLY || op == TRDMA_OP_WRITE_ONLY_IMM;
 }
 
@@ -462,6 +471,7 @@ static bool trdma_op_last(u8 op)
 {
 	return op == TRDMA_OP_SEND_LAST || op == TRDMA_OP_SEND_LAST_IMM ||
 	       op == TRDMA_OP_SEND_ONLY || op == TRDMA_OP_SEND_ONLY_IMM ||
+	       op == TRDMA_OP_SEND_LAST_INV || op == TRDMA_OP_SEND_ONLY_INV ||
 	       op == TRDMA_OP_WRITE_LAST || op == TRDMA_OP_WRITE_LAST_IMM ||
 	       op == TRDMA_OP_WRITE_ONLY || op == TRDMA_OP_WRITE_ONLY_IMM;
 }
@@ -562,6 +572,7 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 			rx->req_msn = msn;
 			rx->req_placed = 0;
 			rx->has_imm = false;
+			rx->has_inv = false;
 			if (trdma_op_is_write(op)) {
 				enum trdma_rx_err e;
 
@@ -586,6 +597,17 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		if (trdma_op_is_write(op) &&
 		    rx->req_placed + rx->left > rx->req_len)
 			return TRDMA_RX_PROTO;
+		/*
+		 * SEND_WITH_INV: the named MR (of this QP's PD, allowing
+		 * remote access) is invalid from its last segment's header
+		 * on, before that payload lands and the SEND completes.
+		 */
+		if (h->ext & TRDMA_EXT_IETH) {
+			if (trdma_fr_inv(qp, h->inv_rkey, true))
+				return TRDMA_RX_ACCESS;
+			rx->imm = h->inv_rkey;
+			rx->has_inv = true;
+		}
 		if (trdma_op_imm(op)) {
 			rx->imm = (__force u32)h->imm;
 			rx->has_imm = true;

@@ -33,6 +33,7 @@ enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
 	switch (sqe->opcode) {
 	case IB_UVERBS_WR_SEND:
 	case IB_UVERBS_WR_SEND_WITH_IMM:
+	case IB_UVERBS_WR_SEND_WITH_INV:
 	case IB_UVERBS_WR_RDMA_WRITE:
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
 		break;
@@ -48,8 +49,18 @@ enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
 		    sqe->sge[0].length != sizeof(u64))
 			return IB_WC_LOC_QP_OP_ERR;
 		break;
+	case IB_UVERBS_WR_LOCAL_INV:
+	case TRDMA_SQE_REG_MR:
+		/*
+		 * Local operations on an MR: no payload.  Only a kernel QP
+		 * may post them (the intake's check).
+		 */
+		if (sqe->flags & TRDMA_WQE_INLINE || sqe->num_sge)
+			return IB_WC_LOC_QP_OP_ERR;
+		*len = 0;
+		return IB_WC_SUCCESS;
 	default:
-		/* The memory-window and invalidation opcodes are not offered. */
+		/* No memory windows, no READ_WITH_INV. */
 		return IB_WC_LOC_QP_OP_ERR;
 	}
 

@@ -21,6 +21,13 @@
 #define TRDMA_MAX_MSG_SZ	0x80000000u	/* 2 GiB */
 #define TRDMA_MAX_SGE		32	/* ceiling of the max_sge parameter */
 
+/*
+ * The kernel's IB_WR_REG_MR, which has no ib_uverbs_wr_opcode: a kernel
+ * QP's send WQE with it carries the key in rkey and the access flags in
+ * imm_data (trdma_qp.c).
+ */
+#define TRDMA_SQE_REG_MR	0x20
+
 #define TRDMA_WQE_FLAGS_ALL (TRDMA_WQE_SIGNALED | TRDMA_WQE_SOLICITED | \
 			     TRDMA_WQE_INLINE | TRDMA_WQE_FENCE)
 
@@ -30,6 +37,13 @@ struct trdma_slot_limits {
 	u32 max_sge;		/* max_send_sge, max_recv_sge or the SRQ's */
 	u32 max_inline;		/* max_inline_data (send queues) */
 };
+
+/* A WQE done at the send queue's intake, which sends nothing. */
+static inline bool trdma_sqe_is_local(const struct trdma_sqe *sqe)
+{
+	return sqe->opcode == TRDMA_SQE_REG_MR ||
+	       sqe->opcode == IB_UVERBS_WR_LOCAL_INV;
+}
 
 enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
 				       const struct trdma_slot_limits *lim,

@@ -136,6 +136,12 @@ static bool trdma_has_imm(u8 opcode)
 	       opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
 }
 
+/* SEND_WITH_INV: its last segment carries the rkey to invalidate (IETH). */
+static bool trdma_has_ieth(u8 opcode)
+{
+	return opcode == IB_UVERBS_WR_SEND_WITH_INV;
+}
+
 /* The READ response being sent. */
 static struct trdma_rd_resp *trdma_tx_rd_head(struct trdma_qp *qp)
 {
@@ -165,6 +171,12 @@ static void trdma_tx_rewind(struct trdma_qp *qp)
 		struct trdma_swqe_info *swi =
 			&qp->swi[i & (qp->sq.num_slots - 1)];
 
+		/* Passed local WQEs stay done: they are not sent again. */
+		if (trdma_sqe_is_local(trdma_swq_slot(qp, i))) {
+			if (!swi->done)
+				break;
+			continue;
+		}
 		if (!swi->msn_set)
 			break;
 		if (swi->msn == qp->rnr_msn)
@@ -190,6 +202,9 @@ static void trdma_tx_rewind(struct trdma_qp *qp)
 static u8 trdma_req_opcode(u8 wr_op, bool first, bool last)
 {
 	bool imm = trdma_has_imm(wr_op);
+
+	if (trdma_has_ieth(wr_op) && last)
+		return first ? TRDMA_OP_SEND_ONLY_INV : TRDMA_OP_SEND_LAST_INV;
 
 	if (trdma_is_read(wr_op))
 		return TRDMA_OP_READ_REQUEST;
@@ -264,6 +279,25 @@ static bool trdma_tx_wants_ack(const struct trdma_qp *qp,
 }
 
 /*
+ * REG_MR and LOCAL_INV took effect at the intake and send nothing: the
+ * transmitter passes them and they retire in SQ order, after the requests
+ * before them are acknowledged.  Under qp->lock.
+ */
+static void trdma_tx_pass_local(struct trdma_qp *qp)
+{
+	bool passed = false;
+
+	while (qp->sq_tx != qp->sq_intake &&
+	       trdma_sqe_is_local(trdma_swq_slot(qp, qp->sq_tx))) {
+		qp->swi[qp->sq_tx & (qp->sq.num_slots - 1)].done = true;
+		qp->sq_tx++;
+		passed = true;
+	}
+	if (passed)
+		trdma_sq_retire(qp);
+}
+
+/*
  * Puts the next segment of the send queue into qp->seg, with the AETH
  * aeth carried along when not NULL.  Returns false when no request may go
  * now.  Under qp->lock, by the transmitter.
@@ -281,6 +315,8 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 
 	if (qp->rnr_rewind && qp->state == IB_QPS_RTS)
 		trdma_tx_rewind(qp);
+	if (qp->state == IB_QPS_RTS)
+		trdma_tx_pass_local(qp);
 	if (qp->state != IB_QPS_RTS || qp->sq_tx == qp->sq_intake ||
 	    time_before(jiffies, qp->rnr_until))
 		return false;
@@ -347,7 +383,10 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 			.rkey = cpu_to_be32(sqe->rkey),
 			.dma_len = cpu_to_be32(swi->len),
 		};
-		__be32 imm = (__force __be32)sqe->imm_data;
+		/* ImmDt is kept in network order; the IETH's rkey is not. */
+		__be32 imm = trdma_has_ieth(sqe->opcode) ?
+			     cpu_to_be32(sqe->imm_data) :
+			     (__force __be32)sqe->imm_data;
 		u8 bflags = carry, op;
 
 		seg->len = min_t(u32, swi->len - seg->msg_off, TRDMA_MAX_SEG);
@@ -364,8 +403,9 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 			      trdma_is_write(sqe->opcode) && first ? &reth :
 								     NULL,
 			      aeth,
-			      trdma_has_imm(sqe->opcode) && seg->last ? &imm :
-									NULL);
+			      (trdma_has_imm(sqe->opcode) ||
+			       trdma_has_ieth(sqe->opcode)) && seg->last ? &imm :
+									   NULL);
 	}
 	trdma_tx_ack_sample(qp);
 	return true;

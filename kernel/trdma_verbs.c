@@ -34,8 +34,15 @@ int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 	attr->hw_ver = TRDMA_HW_REV;
 	attr->max_qp = l->max_qp;
 	attr->max_qp_wr = l->max_qp_wr;
-	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID;
+	/*
+	 * Memory management extensions: fast-reg MRs, IB_WR_REG_MR,
+	 * IB_WR_LOCAL_INV and SEND_WITH_INV (for kernel QPs; a user QP has
+	 * SEND_WITH_INV only).  No memory windows, no integrity MRs.
+	 */
+	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
+				 IB_DEVICE_MEM_MGT_EXTENSIONS;
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
+	attr->max_fast_reg_page_list_len = TRDMA_MAX_FR_PAGES;
 	attr->max_send_sge = l->max_sge;
 	attr->max_recv_sge = l->max_sge;
 	attr->max_sge_rd = l->max_sge;
@@ -87,6 +94,9 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_REFUSED_SOURCE].name = "refused_bad_source",
 	[TRDMA_CNT_REFUSED_PSN].name = "refused_bad_psn",
 	[TRDMA_CNT_REFUSED_UNKEYED].name = "refused_unkeyed",
+	[TRDMA_CNT_FAST_REG].name = "fast_reg_mr",
+	[TRDMA_CNT_LOCAL_INV].name = "local_invalidate",
+	[TRDMA_CNT_REMOTE_INV].name = "remote_invalidate",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

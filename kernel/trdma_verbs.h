@@ -29,6 +29,10 @@ void trdma_dealloc_ucontext(struct ib_ucontext *ibuctx);
 int trdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int trdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 struct ib_mr *trdma_get_dma_mr(struct ib_pd *ibpd, int access);
+struct ib_mr *trdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			     u32 max_num_sg);
+int trdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		    unsigned int *sg_offset);
 struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 iova, int access, struct ib_udata *udata);
 int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);

@@ -36,6 +36,9 @@ static int trdma_wire_ext_of(u8 op)
 		return TRDMA_EXT_RETH;
 	case TRDMA_OP_WRITE_ONLY_IMM:
 		return TRDMA_EXT_RETH | TRDMA_EXT_IMM;
+	case TRDMA_OP_SEND_LAST_INV:
+	case TRDMA_OP_SEND_ONLY_INV:
+		return TRDMA_EXT_IETH;
 	case TRDMA_OP_READ_RESPONSE_FIRST:
 	case TRDMA_OP_READ_RESPONSE_LAST:
 	case TRDMA_OP_READ_RESPONSE_ONLY:
@@ -63,7 +66,9 @@ u32 trdma_wire_ext(u8 opcode)
 static bool trdma_wire_is_request(u8 opcode)
 {
 	return opcode <= TRDMA_OP_READ_REQUEST ||
-	       opcode == TRDMA_OP_COMPARE_SWAP || opcode == TRDMA_OP_FETCH_ADD;
+	       opcode == TRDMA_OP_COMPARE_SWAP || opcode == TRDMA_OP_FETCH_ADD ||
+	       opcode == TRDMA_OP_SEND_LAST_INV ||
+	       opcode == TRDMA_OP_SEND_ONLY_INV;
 }
 
 /*
@@ -98,7 +103,7 @@ u32 trdma_hdr_len(u8 opcode, u8 flags)
 		len += sizeof(struct trdma_aeth);
 	if (ext & TRDMA_EXT_ATOMIC_ACK)
 		len += sizeof(struct trdma_atomic_ack_eth);
-	if (ext & TRDMA_EXT_IMM)
+	if (ext & (TRDMA_EXT_IMM | TRDMA_EXT_IETH))
 		len += sizeof(struct trdma_immdt);
 	return len;
 }
@@ -108,7 +113,9 @@ bool trdma_wire_has_payload(u8 opcode)
 {
 	return opcode <= TRDMA_OP_WRITE_ONLY_IMM ||
 	       (opcode >= TRDMA_OP_READ_RESPONSE_FIRST &&
-		opcode <= TRDMA_OP_READ_RESPONSE_ONLY);
+		opcode <= TRDMA_OP_READ_RESPONSE_ONLY) ||
+	       opcode == TRDMA_OP_SEND_LAST_INV ||
+	       opcode == TRDMA_OP_SEND_ONLY_INV;
 }
 
 /*
@@ -121,6 +128,7 @@ bool trdma_wire_starts_msg(u8 opcode)
 	case TRDMA_OP_SEND_MIDDLE:
 	case TRDMA_OP_SEND_LAST:
 	case TRDMA_OP_SEND_LAST_IMM:
+	case TRDMA_OP_SEND_LAST_INV:
 	case TRDMA_OP_WRITE_MIDDLE:
 	case TRDMA_OP_WRITE_LAST:
 	case TRDMA_OP_WRITE_LAST_IMM:
@@ -224,5 +232,11 @@ enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,
 	}
 	if (ext & TRDMA_EXT_IMM)
 		memcpy(&h->imm, p, sizeof(h->imm));
+	if (ext & TRDMA_EXT_IETH) {
+		struct trdma_immdt ieth;
+
+		memcpy(&ieth, p, sizeof(ieth));
+		h->inv_rkey = be32_to_cpu(ieth.data);
+	}
 	return TRDMA_WIRE_OK;
 }

@@ -27,6 +27,7 @@
 #define TRDMA_EXT_ATOMIC	0x04	/* AtomicETH */
 #define TRDMA_EXT_ATOMIC_ACK	0x08	/* AtomicAckETH */
 #define TRDMA_EXT_IMM		0x10	/* ImmDt */
+#define TRDMA_EXT_IETH		0x20	/* IETH: the rkey to invalidate */
 
 /* Why trdma_wire_parse refused a header. */
 enum trdma_wire_err {
@@ -63,6 +64,7 @@ struct trdma_wire_hdr {
 	u64 compare;		/* AtomicETH */
 	u64 orig;		/* AtomicAckETH */
 	__be32 imm;		/* ImmDt, in network order as a CQE has it */
+	u32 inv_rkey;		/* IETH */
 };
 
 u32 trdma_wire_ext(u8 opcode);

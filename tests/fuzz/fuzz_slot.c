@@ -8,7 +8,8 @@
  * past the slot.  The slot is checked as a send WQE and taken as a receive
  * WQE.  Every verdict must be the reference model's (tests/fuzz/model.c),
  * and a send WQE judged valid must satisfy the intake's promises: a known
- * opcode and flags, at most max_sge SGEs that lie in the slot, inline data
+ * opcode and flags, no SGE for REG_MR and LOCAL_INV, at most max_sge SGEs
+ * that lie in the slot, inline data
  * within max_inline and the slot, a total length summed without overflow
  * and at most 2 GiB.
  */
@@ -46,8 +47,16 @@ static void check_sqe(const u8 *slot, const struct trdma_slot_limits *lim)
 	CHECK(len == mlen);
 	CHECK(lim->slot_size >= sizeof(*sqe));
 	CHECK(!(sqe->flags & ~TRDMA_WQE_FLAGS_ALL));
-	CHECK(sqe->opcode <= IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD);
+	CHECK(sqe->opcode <= IB_UVERBS_WR_LOCAL_INV ||
+	      sqe->opcode == IB_UVERBS_WR_SEND_WITH_INV ||
+	      sqe->opcode == TRDMA_SQE_REG_MR);
 	CHECK(len <= TRDMA_MAX_MSG_SZ);
+	/* REG_MR and LOCAL_INV: no payload, no SGE. */
+	if (trdma_sqe_is_local(sqe)) {
+		CHECK(len == 0 && !sqe->num_sge &&
+		      !(sqe->flags & TRDMA_WQE_INLINE));
+		return;
+	}
 	if (sqe->flags & TRDMA_WQE_INLINE) {
 		CHECK(sqe->opcode != IB_UVERBS_WR_RDMA_READ &&
 		      sqe->opcode != IB_UVERBS_WR_ATOMIC_CMP_AND_SWP &&

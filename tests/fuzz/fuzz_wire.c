@@ -89,6 +89,8 @@ static enum trdma_wire_err check_one(const u8 *buf, size_t len,
 		CHECK(!h->orig);
 	if (!(h->ext & TRDMA_EXT_IMM))
 		CHECK(!h->imm);
+	if (!(h->ext & TRDMA_EXT_IETH))
+		CHECK(!h->inv_rkey);
 
 	/* Round trip: the decoded fields build exactly the header's bytes. */
 	CHECK(trdma_model_build(h, out) == hl);

@@ -66,6 +66,8 @@ static struct trdma_wire_hdr hdr(u8 op, u32 off, u32 len)
 		h.orig = 0x0102030405060708ull;
 	if (ext & TRDMA_EXT_IMM)
 		h.imm = cpu_to_be32(0xcafef00d);
+	if (ext & TRDMA_EXT_IETH)
+		h.inv_rkey = 0x00012345;
 	return h;
 }
 
@@ -114,6 +116,12 @@ static void wire_seeds(void)
 	h = hdr(TRDMA_OP_SEND_ONLY_IMM, 0, 8);
 	h.flags = TRDMA_BTH_SE | TRDMA_BTH_ACKREQ;
 	wire("ok-send-only-imm", &h);
+	h = hdr(TRDMA_OP_SEND_LAST_INV, 65536, 16);
+	h.flags = TRDMA_BTH_ACKREQ;
+	wire("ok-send-last-inv", &h);
+	h = hdr(TRDMA_OP_SEND_ONLY_INV, 0, 16);
+	h.flags = TRDMA_BTH_ACKREQ;
+	wire("ok-send-only-inv", &h);
 	h = hdr(TRDMA_OP_WRITE_FIRST, 0, 65536);
 	wire("ok-write-first", &h);
 	h = hdr(TRDMA_OP_WRITE_MIDDLE, 65536, 65536);
@@ -347,9 +355,24 @@ static void slot_seeds(void)
 	sges(&s, 1, 8);
 	slot_file("bad-flags", &s);
 	s = slot(q, sge, inl, IB_UVERBS_WR_LOCAL_INV, 0);
-	slot_file("bad-opcode-local-inv", &s);
+	s.sqe.imm_data = 0x12345;
+	slot_file("ok-local-inv", &s);
+	s = slot(q, sge, inl, IB_UVERBS_WR_LOCAL_INV, 0);
+	sges(&s, 1, 8);
+	slot_file("bad-local-inv-sge", &s);
+	s = slot(q, sge, inl, 0x20, 0);		/* IB_WR_REG_MR */
+	s.sqe.rkey = 0x12345;
+	slot_file("ok-reg-mr", &s);
+	s = slot(q, sge, inl, 0x20, TRDMA_WQE_INLINE);
+	slot_file("bad-reg-mr-inline", &s);
 	s = slot(q, sge, inl, IB_UVERBS_WR_SEND_WITH_INV, 0);
-	slot_file("bad-opcode-send-with-inv", &s);
+	s.sqe.imm_data = 0x12345;
+	sges(&s, 1, 64);
+	slot_file("ok-send-with-inv", &s);
+	s = slot(q, sge, inl, IB_UVERBS_WR_BIND_MW, 0);
+	slot_file("bad-opcode-bind-mw", &s);
+	s = slot(q, sge, inl, IB_UVERBS_WR_RDMA_READ_WITH_INV, 0);
+	slot_file("bad-opcode-read-with-inv", &s);
 	s = slot(q, sge, inl, 0xff, 0);
 	slot_file("bad-opcode-0xff", &s);
 	s = slot(q, sge, inl, IB_UVERBS_WR_RDMA_READ, TRDMA_WQE_INLINE);

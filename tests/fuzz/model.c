@@ -14,25 +14,30 @@ struct op_info {
 	bool known;
 	bool payload;		/* SEND, WRITE, READ response */
 	bool first;		/* not a MIDDLE or LAST segment */
-	u8 reth, atomic, aeth, ack, imm;	/* bytes of each header */
+	u8 reth, atomic, aeth, ack, imm, ieth;	/* bytes of each header */
 	bool bad_aeth;		/* flag 0x20 on an opcode that is no request */
 };
 
-/* A request opcode: SEND, WRITE, READ request, atomics. */
+/* A request opcode: SEND, WRITE, READ request, atomics, SEND with IETH. */
 static bool op_request(u8 op)
 {
-	return op <= 0x0c || op == 0x13 || op == 0x14;
+	return op <= 0x0c || op == 0x13 || op == 0x14 || op == 0x16 ||
+	       op == 0x17;
 }
 
 static struct op_info op_info(u8 op, u8 flags)
 {
-	struct op_info i = { .known = op <= 0x14 };
+	struct op_info i = { .known = op <= 0x14 || op == 0x16 || op == 0x17 };
 
 	if (!i.known)
 		return i;
-	i.payload = op <= 0x0b || (op >= 0x0d && op <= 0x10);
+	i.payload = op <= 0x0b || (op >= 0x0d && op <= 0x10) || op == 0x16 ||
+		    op == 0x17;
 	i.first = !(op == 0x01 || op == 0x02 || op == 0x03 || op == 0x07 ||
-		    op == 0x08 || op == 0x09 || op == 0x0e || op == 0x0f);
+		    op == 0x08 || op == 0x09 || op == 0x0e || op == 0x0f ||
+		    op == 0x16);
+	if (op == 0x16 || op == 0x17)
+		i.ieth = 4;
 	if (op == 0x06 || op == 0x0a || op == 0x0b || op == 0x0c)
 		i.reth = 16;
 	if (op == 0x13 || op == 0x14)
@@ -55,7 +60,7 @@ static struct op_info op_info(u8 op, u8 flags)
 
 static u32 info_len(const struct op_info *i)
 {
-	return 20 + i->reth + i->atomic + i->aeth + i->ack + i->imm;
+	return 20 + i->reth + i->atomic + i->aeth + i->ack + i->imm + i->ieth;
 }
 
 static u32 get32(const u8 *p)
@@ -116,6 +121,10 @@ u32 trdma_model_build(const struct trdma_wire_hdr *h, u8 *buf)
 	if (i.imm) {
 		memcpy(p, &h->imm, 4);
 		p += i.imm;
+	}
+	if (i.ieth) {
+		put32(p, h->inv_rkey);
+		p += i.ieth;
 	}
 	return p - buf;
 }
@@ -207,7 +216,14 @@ enum ib_wc_status trdma_model_sqe_verdict(const u8 *slot,
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
 	case IB_UVERBS_WR_SEND:
 	case IB_UVERBS_WR_SEND_WITH_IMM:
+	case IB_UVERBS_WR_SEND_WITH_INV:
 		break;
+	case IB_UVERBS_WR_LOCAL_INV:
+	case 0x20:	/* the kernel's IB_WR_REG_MR */
+		if (inline_ || n)
+			return IB_WC_LOC_QP_OP_ERR;
+		*len = 0;
+		return IB_WC_SUCCESS;
 	case IB_UVERBS_WR_RDMA_READ:
 		if (inline_)
 			return IB_WC_LOC_QP_OP_ERR;
@@ -261,7 +277,7 @@ bool trdma_model_hdr_equal(const struct trdma_wire_hdr *a,
 	       a->rkey == b->rkey && a->dma_len == b->dma_len &&
 	       a->aeth_msn == b->aeth_msn && a->swap_add == b->swap_add &&
 	       a->compare == b->compare && a->orig == b->orig &&
-	       a->imm == b->imm;
+	       a->imm == b->imm && a->inv_rkey == b->inv_rkey;
 }
 
 void trdma_model_slot_limits(const u8 prefix[TRDMA_MODEL_SLOT_PREFIX],

@@ -432,6 +432,58 @@ TEST_F(DataPathTest, BadRkeyIsARemoteAccessError) {
   EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
 }
 
+// SEND_WITH_INV may only invalidate a fast-registration MR of the
+// responder's PD that allows remote access (kernel consumers have them);
+// a user MR, or a key of nothing, is a remote access error: the
+// requester's WQE fails, the receive WQE completes in error, both QPs end.
+class SendWithInvTest : public DataPathTest {
+ protected:
+  // len over 64 KiB: the IETH comes on SEND_LAST_INV, after SEND_FIRST.
+  void Check(uint32_t rkey, uint32_t len) {
+    ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 0, 1 << 20, 1)), 0);
+    std::vector<ibv_sge> sg = Sges(a_, 0, len, 1);
+    ibv_send_wr wr = {}, *bad;
+    wr.wr_id = 2;
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.sg_list = sg.data();
+    wr.num_sge = sg.size();
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = rkey;
+    ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+    ibv_wc s = Wait(a_.cq), r = Wait(b_.cq);
+    EXPECT_EQ(s.wr_id, 2u);
+    EXPECT_EQ(s.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(s.status);
+    EXPECT_EQ(r.wr_id, 1u);
+    EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(r.status);
+  }
+};
+
+TEST_F(SendWithInvTest, OfAUserMrIsARemoteAccessError) {
+  Check(b_.mr->rkey, 100);
+}
+
+TEST_F(SendWithInvTest, OfAStaleKeyIsARemoteAccessError) {
+  Check(b_.mr->rkey ^ 0x1, 200000);
+}
+
+// LOCAL_INV (and REG_MR) are a kernel consumer's: user space has no
+// fast-registration MR, so the WQE fails and the QP ends.
+TEST_F(DataPathTest, LocalInvalidateFromUserSpaceIsRefused) {
+  ibv_send_wr wr = {}, *bad;
+  wr.wr_id = 7;
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = a_.mr->lkey;
+  ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+  ibv_wc s = Wait(a_.cq);
+  EXPECT_EQ(s.wr_id, 7u);
+  EXPECT_EQ(s.status, IBV_WC_LOC_QP_OP_ERR) << ibv_wc_status_str(s.status);
+  ibv_qp_attr at;
+  ibv_qp_init_attr ia;
+  ASSERT_EQ(ibv_query_qp(a_.qp, &at, IBV_QP_STATE, &ia), 0);
+  EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
+}
+
 TEST_F(DataPathTest, ReadBeyondTheRegionIsARemoteAccessError) {
   uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data() + kBuf - 16);
   ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_READ, Sges(a_, 0, 64, 1), raddr,

@@ -88,6 +88,10 @@ TEST_F(DeviceTest, QueryDeviceIsHonest) {
   EXPECT_EQ(attr.orig_attr.max_pkeys, 1);
   EXPECT_EQ(attr.orig_attr.sys_image_guid, attr.orig_attr.node_guid);
   EXPECT_EQ(attr.orig_attr.atomic_cap, IBV_ATOMIC_HCA);
+  // Fast registration for kernel ULPs (and SEND_WITH_INV for everyone);
+  // no memory windows.
+  EXPECT_TRUE(attr.orig_attr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS);
+  EXPECT_EQ(attr.orig_attr.max_mw, 0);
 
   // The node GUID is the EUI-64 of the netdev's MAC, as on a RoCE NIC.
   unsigned m[6];

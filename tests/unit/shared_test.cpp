@@ -67,6 +67,8 @@ trdma_wire_hdr Hdr(std::uint8_t op, std::uint32_t off = 0,
 		h.orig = 0xfedcba9876543210ull;
 	if (ext & TRDMA_EXT_IMM)
 		h.imm = htobe32(0x01020304);
+	if (ext & TRDMA_EXT_IETH)
+		h.inv_rkey = 0x00abcd17;
 	return h;
 }
 
@@ -87,10 +89,28 @@ trdma_wire_err Parse(const Bytes &b, trdma_wire_hdr *h = nullptr)
 
 constexpr std::uint8_t kLastOp = TRDMA_OP_FETCH_ADD;
 
+// SEND_WITH_INV's last segments, past the gap at 0x15 (RoCE's values).
+bool IsInvOp(unsigned op)
+{
+	return op == TRDMA_OP_SEND_LAST_INV || op == TRDMA_OP_SEND_ONLY_INV;
+}
+
+// Every opcode of a segment: 0 to kLastOp and the two above.
+std::vector<unsigned> KnownOps()
+{
+	std::vector<unsigned> ops;
+
+	for (unsigned op = 0; op <= kLastOp; op++)
+		ops.push_back(op);
+	ops.push_back(TRDMA_OP_SEND_LAST_INV);
+	ops.push_back(TRDMA_OP_SEND_ONLY_INV);
+	return ops;
+}
+
 TEST(WireHeader, LengthByOpcodeIsTheTableOfWireMd)
 {
 	// docs/wire.md: BTH 20, RETH 16, AETH 8, AtomicETH 32,
-	// AtomicAckETH 8, ImmDt 4.
+	// AtomicAckETH 8, ImmDt 4, IETH 4.
 	const std::uint32_t want[kLastOp + 1] = {
 		20, 20, 20, 24, 20, 24,		// SEND F M L L+I O O+I
 		36, 20, 20, 24, 36, 40,		// WRITE F M L L+I O O+I
@@ -101,14 +121,15 @@ TEST(WireHeader, LengthByOpcodeIsTheTableOfWireMd)
 	};
 
 	for (unsigned op = 0; op <= 0xff; op++) {
-		std::uint32_t w = op <= kLastOp ? want[op] : 0;
+		std::uint32_t w = op <= kLastOp ? want[op] :
+				  IsInvOp(op) ? 24 : 0;
 
 		EXPECT_EQ(trdma_hdr_len(op, 0), w) << "opcode " << op;
 		EXPECT_LE(trdma_hdr_len(op, 0), TRDMA_MAX_HDR);
 		// A request may carry an AETH (8 more bytes); nothing else.
 		bool req = op <= TRDMA_OP_READ_REQUEST ||
 			   op == TRDMA_OP_COMPARE_SWAP ||
-			   op == TRDMA_OP_FETCH_ADD;
+			   op == TRDMA_OP_FETCH_ADD || IsInvOp(op);
 		EXPECT_EQ(trdma_hdr_len(op, TRDMA_BTH_AETH), req ? w + 8 : 0)
 			<< "opcode " << op;
 		EXPECT_LE(trdma_hdr_len(op, TRDMA_BTH_AETH), TRDMA_MAX_HDR);
@@ -231,7 +252,7 @@ TEST(WireHeader, DecodesKnownBytes)
 
 TEST(WireHeader, EveryOpcodeRoundTrips)
 {
-	for (unsigned op = 0; op <= kLastOp; op++) {
+	for (unsigned op : KnownOps()) {
 		bool pay = trdma_wire_has_payload(op);
 		bool start = trdma_wire_starts_msg(op);
 		trdma_wire_hdr h = Hdr(op, start ? 0 : 65536, pay ? 100 : 0), d;
@@ -252,13 +273,14 @@ TEST(WireHeader, EveryOpcodeRoundTrips)
 
 TEST(WireHeader, PayloadAndStartByOpcode)
 {
-	for (unsigned op = 0; op <= kLastOp; op++) {
+	for (unsigned op : KnownOps()) {
 		bool pay = op <= TRDMA_OP_WRITE_ONLY_IMM ||
 			   (op >= TRDMA_OP_READ_RESPONSE_FIRST &&
-			    op <= TRDMA_OP_READ_RESPONSE_ONLY);
+			    op <= TRDMA_OP_READ_RESPONSE_ONLY) || IsInvOp(op);
 		bool cont = op == TRDMA_OP_SEND_MIDDLE ||
 			    op == TRDMA_OP_SEND_LAST ||
 			    op == TRDMA_OP_SEND_LAST_IMM ||
+			    op == TRDMA_OP_SEND_LAST_INV ||
 			    op == TRDMA_OP_WRITE_MIDDLE ||
 			    op == TRDMA_OP_WRITE_LAST ||
 			    op == TRDMA_OP_WRITE_LAST_IMM ||
@@ -275,6 +297,9 @@ TEST(WireHeader, UnknownOpcodes)
 	for (unsigned op = kLastOp + 1; op <= 0xff; op++) {
 		Bytes b(TRDMA_MAX_HDR, 0);
 
+		if (IsInvOp(op))
+			continue;
+
 		b[0] = op;
 		EXPECT_EQ(Parse(b), TRDMA_WIRE_OPCODE) << "opcode " << op;
 		EXPECT_EQ(trdma_wire_ext(op), 0u) << "opcode " << op;
@@ -283,7 +308,7 @@ TEST(WireHeader, UnknownOpcodes)
 
 TEST(WireHeader, ShortBuffers)
 {
-	for (unsigned op = 0; op <= kLastOp; op++) {
+	for (unsigned op : KnownOps()) {
 		Bytes b = Build(Hdr(op));
 
 		for (std::size_t n = 0; n < b.size(); n++) {
@@ -395,7 +420,7 @@ TEST(WireHeader, PayloadOnlyWhereTheOpcodeCarriesOne)
 
 TEST(WireHeader, FirstSegmentsStartAtOffsetZero)
 {
-	for (unsigned op = 0; op <= kLastOp; op++) {
+	for (unsigned op : KnownOps()) {
 		bool pay = trdma_wire_has_payload(op);
 		trdma_wire_hdr h = Hdr(op, 65536, pay ? 16 : 0);
 
@@ -486,6 +511,9 @@ TEST(SendSlot, RefusedOpcodesAndFlags)
 	     op++) {
 		Slot s(128);
 
+		if (op == IB_UVERBS_WR_LOCAL_INV ||
+		    op == IB_UVERBS_WR_SEND_WITH_INV || op == TRDMA_SQE_REG_MR)
+			continue;
 		s.sqe()->opcode = op;
 		Sges(s, 1, 8);
 		EXPECT_EQ(Check(s, Lim()), IB_WC_LOC_QP_OP_ERR) << op;
@@ -496,6 +524,34 @@ TEST(SendSlot, RefusedOpcodesAndFlags)
 		s.sqe()->opcode = IB_UVERBS_WR_SEND;
 		s.sqe()->flags = 1u << bit;
 		EXPECT_EQ(Check(s, Lim()), IB_WC_LOC_QP_OP_ERR) << bit;
+	}
+}
+
+// SEND_WITH_INV is a SEND (the rkey in imm_data); LOCAL_INV and the
+// kernel's REG_MR carry no payload at all.
+TEST(SendSlot, InvalidationAndRegistration)
+{
+	Slot s(128);
+	std::uint32_t len = 99;
+
+	s.sqe()->opcode = IB_UVERBS_WR_SEND_WITH_INV;
+	Sges(s, 2, 100);
+	EXPECT_EQ(Check(s, Lim(), &len), IB_WC_SUCCESS);
+	EXPECT_EQ(len, 200u);
+	for (std::uint8_t op : {std::uint8_t(IB_UVERBS_WR_LOCAL_INV),
+				std::uint8_t(TRDMA_SQE_REG_MR)}) {
+		Slot l(128);
+
+		l.sqe()->opcode = op;
+		Sges(l, 0, 0);
+		len = 99;
+		EXPECT_EQ(Check(l, Lim(), &len), IB_WC_SUCCESS) << int(op);
+		EXPECT_EQ(len, 0u) << int(op);
+		Sges(l, 1, 8);
+		EXPECT_EQ(Check(l, Lim()), IB_WC_LOC_QP_OP_ERR) << int(op);
+		Sges(l, 0, 0);
+		l.sqe()->flags = TRDMA_WQE_INLINE;
+		EXPECT_EQ(Check(l, Lim()), IB_WC_LOC_QP_OP_ERR) << int(op);
 	}
 }
 
@@ -672,7 +728,7 @@ TEST(FuzzSeeds, WireSeedsAreWhatTheirNamesSay)
 			EXPECT_EQ(pos, b.size()) << name;
 		}
 	}
-	EXPECT_GE(ok, int(kLastOp) + 1);
+	EXPECT_GE(ok, int(KnownOps().size()));
 	EXPECT_GE(bad, 10);
 }
 

@@ -83,6 +83,8 @@ local opcodes = {
     [0x12] = "ATOMIC_ACK",
     [0x13] = "COMPARE_SWAP",
     [0x14] = "FETCH_ADD",
+    [0x16] = "SEND_LAST_INV",
+    [0x17] = "SEND_ONLY_INV",
     [OP_UD_SEND_ONLY] = "UD_SEND_ONLY",
     [OP_UD_SEND_ONLY_IMM] = "UD_SEND_ONLY_IMM",
 }
@@ -90,7 +92,7 @@ local opcodes = {
 -- The extension headers of each opcode of the byte stream, as
 -- trdma_hdr_len() in kernel/trdma_wire.c has them.  reth and atomic are
 -- exclusive.  (The UD opcodes are no segment's.)
-local R, A, K, I = "reth", "aeth", "atomicack", "immdt"
+local R, A, K, I, V = "reth", "aeth", "atomicack", "immdt", "ieth"
 local ext_headers = {
     [0x00] = {}, [0x01] = {}, [0x02] = {}, [0x03] = { I },
     [0x04] = {}, [0x05] = { I },
@@ -101,14 +103,17 @@ local ext_headers = {
     [0x11] = { A },
     [0x12] = { A, K },
     [0x13] = { "atomic" }, [0x14] = { "atomic" },
+    [0x16] = { V }, [0x17] = { V },
 }
-local ext_len = { reth = 16, atomic = 32, aeth = 8, atomicack = 8, immdt = 4 }
+local ext_len = { reth = 16, atomic = 32, aeth = 8, atomicack = 8, immdt = 4,
+                  ieth = 4 }
 
 local BTH_AETH = 0x20     -- a request carrying an AETH (TRDMA_BTH_AETH)
 
--- A request's opcode: SEND, WRITE, READ request, atomics.
+-- A request's opcode: SEND, WRITE, READ request, atomics, SEND with IETH.
 local function is_request(opcode)
-    return opcode <= 0x0c or opcode == 0x13 or opcode == 0x14
+    return opcode <= 0x0c or opcode == 0x13 or opcode == 0x14 or
+           opcode == 0x16 or opcode == 0x17
 end
 
 -- The extension headers of a segment by its BTH opcode and flags, or nil
@@ -120,7 +125,7 @@ local function exts_of(opcode, flags)
     if not is_request(opcode) then return nil end
     local out = {}
     for _, e in ipairs(exts) do
-        if e == I then table.insert(out, A) end
+        if e == I or e == V then table.insert(out, A) end
         table.insert(out, e)
     end
     if #out == #exts then table.insert(out, A) end
@@ -254,6 +259,8 @@ local pf = {
                                        "Original value", base.HEX),
 
     immdt = ProtoField.uint32("trdma.immdt", "Immediate data", base.HEX),
+    ieth = ProtoField.uint32("trdma.ieth.rkey",
+                             "Invalidate ETH: rkey to invalidate", base.HEX),
 
     ud = ProtoField.none("trdma.ud", "UD datagram"),
     ud_payload_len = ProtoField.uint32("trdma.ud.payload_len",
@@ -481,6 +488,10 @@ local ext_dissectors = {
     immdt = function(tvb, o, tree)
         tree:add(pf.immdt, tvb(o, 4))
         return string.format(" imm=0x%08x", tvb(o, 4):uint())
+    end,
+    ieth = function(tvb, o, tree)
+        tree:add(pf.ieth, tvb(o, 4))
+        return string.format(" inv_rkey=0x%08x", tvb(o, 4):uint())
     end,
 }
 

@@ -8,8 +8,8 @@
  * connecting side's TRDMA_HELLO_REQ, then the accepting side's ACCEPT or
  * REJECT).  After that the stream is a sequence of segments, each a
  * struct trdma_bth, the extension headers its opcode calls for, in the
- * order RETH/AtomicETH, AETH, AtomicAckETH, ImmDt, then bth.length payload
- * bytes.
+ * order RETH/AtomicETH, AETH, AtomicAckETH, ImmDt/IETH, then bth.length
+ * payload bytes.
  */
 #ifndef _UAPI_RDMA_TRDMA_WIRE_H
 #define _UAPI_RDMA_TRDMA_WIRE_H
@@ -70,6 +70,9 @@ enum trdma_opcode {
 	TRDMA_OP_ATOMIC_ACK = 0x12,
 	TRDMA_OP_COMPARE_SWAP = 0x13,
 	TRDMA_OP_FETCH_ADD = 0x14,
+	/* The last segment of a SEND_WITH_INV: an IETH follows the BTH. */
+	TRDMA_OP_SEND_LAST_INV = 0x16,
+	TRDMA_OP_SEND_ONLY_INV = 0x17,
 	/* UD datagrams (struct trdma_bth, struct trdma_deth, [ImmDt]). */
 	TRDMA_OP_UD_SEND_ONLY = 0x64,
 	TRDMA_OP_UD_SEND_ONLY_IMM = 0x65,
@@ -143,7 +146,11 @@ struct trdma_atomic_ack_eth {
 	__be64 orig;		/* the target's value before the operation */
 };
 
-/* Immediate data (ImmDt) or the rkey to invalidate (IETH). */
+/*
+ * Immediate data (ImmDt) or, on SEND_LAST_INV and SEND_ONLY_INV, the
+ * invalidate extended transport header (IETH): the rkey of an MR of the
+ * responder that the responder invalidates before it completes the SEND.
+ */
 struct trdma_immdt {
 	__be32 data;
 };
