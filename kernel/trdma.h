@@ -771,7 +771,6 @@ int trdma_place_sges_buf(struct trdma_qp *qp, const struct trdma_sge *sge,
 			 u32 num_sge, const void *buf, u32 n);
 
 /* trdma_main.c, for the datagram receive path (RCU, any context) */
-struct trdma_dev *trdma_dev_get_by_gid_rcu(const union ib_gid *gid);
 
 extern struct workqueue_struct *trdma_wq;
 

@@ -105,36 +105,10 @@ static struct trdma_dev *trdma_find_dev_locked(struct net_device *ndev)
 
 /*
  * The registered trdma device that has gid in its GID table, with a
- * reference (ib_device_put), or NULL.
+ * reference (ib_device_put), or NULL.  Any context: the datagram receive
+ * path (softirq) and the accepting side of connections.
  */
 struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid)
-{
-	const struct ib_gid_attr *attr;
-	struct trdma_dev *tdev, *found = NULL;
-
-	mutex_lock(&trdma_dev_lock);
-	list_for_each_entry(tdev, &trdma_dev_list, list) {
-		if (tdev->netdev_gone || !ib_device_try_get(&tdev->ibdev))
-			continue;
-		attr = rdma_find_gid_by_port(&tdev->ibdev, gid,
-					     IB_GID_TYPE_ROCE_UDP_ENCAP, 1,
-					     NULL);
-		if (!IS_ERR(attr)) {
-			rdma_put_gid_attr(attr);
-			found = tdev;
-			break;
-		}
-		ib_device_put(&tdev->ibdev);
-	}
-	mutex_unlock(&trdma_dev_lock);
-	return found;
-}
-
-/*
- * As trdma_dev_get_by_gid(), in any context: for the datagram receive path
- * (softirq).
- */
-struct trdma_dev *trdma_dev_get_by_gid_rcu(const union ib_gid *gid)
 {
 	const struct ib_gid_attr *attr;
 	struct trdma_dev *tdev, *found = NULL;
@@ -351,7 +325,7 @@ static void trdma_dealloc_driver(struct ib_device *ibdev)
 	mutex_lock(&trdma_dev_lock);
 	list_del_rcu(&tdev->list);
 	mutex_unlock(&trdma_dev_lock);
-	/* No datagram receive still looks at it (trdma_dev_get_by_gid_rcu). */
+	/* No lookup still looks at it (trdma_dev_get_by_gid). */
 	synchronize_rcu();
 
 	netdev_put(tdev->netdev, &tdev->netdev_tracker);

@@ -443,7 +443,7 @@ static int trdma_ud_recv(struct sock *sk, struct sk_buff *skb)
 	bool ipv6;
 
 	ipv6 = trdma_ud_grh(skb, grh, &dgid);
-	tdev = trdma_dev_get_by_gid_rcu(&dgid);
+	tdev = trdma_dev_get_by_gid(&dgid);
 	if (!tdev)
 		goto out;
 
