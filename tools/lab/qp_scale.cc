@@ -378,12 +378,14 @@ void PostRecv(ibv_qp *qp, ibv_srq *srq, ibv_mr *mr, uint8_t *base, size_t len,
 // Every a QP streams SENDs of len bytes to its b QP, all b QPs on one SRQ
 // and one CQ, all a QPs on one CQ, depth outstanding per QP, for secs
 // seconds; the share each b QP received of an equal share.
+// The SRQ's receives (slots of len bytes at rbase) are posted by the
+// caller, once; each one used is posted again here.
 // slow, when given, is one more pair whose receiver has a queue of its own
 // that gets one receive 200 ms after the last one was used (a slow
 // reader: its sender keeps being told RNR); it is not in the shares.
 StreamResult Stream(const std::vector<Pair> &p, Side *s0, Side *s1,
-		    ibv_srq *srq, ibv_mr *rmr, uint8_t *rbase, size_t rslots,
-		    size_t len, int depth, double secs, const Pair *slow)
+		    ibv_srq *srq, ibv_mr *rmr, uint8_t *rbase, size_t len,
+		    int depth, double secs, const Pair *slow)
 {
 	const uint64_t slow_id = p.size();
 	auto slow_t = Clock::now();
@@ -398,7 +400,6 @@ StreamResult Stream(const std::vector<Pair> &p, Side *s0, Side *s1,
 		of[p[i].b->qp_num] = i;
 	if (slow)
 		of[slow->b->qp_num] = p.size();
-	(void)rslots;	/* posted once, by the caller; reposted here */
 	auto t0 = Clock::now();
 	for (size_t i = 0; i < p.size(); i++)
 		for (int d = 0; d < depth; d++, sent++)
@@ -750,15 +751,15 @@ int main(int argc, char **argv)
 	if (stream > 0) {
 		for (size_t k = 0; k < rslots; k++)
 			PostRecv(nullptr, srq, rmr, rbuf.data(), bytes, k);
-		sr = Stream(p, &side[0], &side[1], srq, rmr, rbuf.data(), rslots,
-			    bytes, depth, stream, nullptr);
+		sr = Stream(p, &side[0], &side[1], srq, rmr, rbuf.data(), bytes,
+			    depth, stream, nullptr);
 		// Again beside a slow reader.
 		slowp.a = MakeQp(&side[0], nullptr, depth);
 		slowp.b = MakeQp(&side[1], nullptr, 2);
 		Connect(slowp.a, side[0], peer1.gid, slowp.b->qp_num, 1, 2);
 		Connect(slowp.b, side[1], peer0.gid, slowp.a->qp_num, 2, 1);
 		slowr = Stream(p, &side[0], &side[1], srq, rmr, rbuf.data(),
-			       rslots, bytes, depth, stream, &slowp);
+			       bytes, depth, stream, &slowp);
 		if (ibv_destroy_qp(slowp.a) || ibv_destroy_qp(slowp.b))
 			Die("ibv_destroy_qp (slow)");
 	}
