@@ -59,6 +59,77 @@ err_count:
 	return rv;
 }
 
+/*
+ * Resizing moves the CQEs not consumed yet into a new ring and swaps the
+ * rings under the CQ's lock, so producers see one ring or the other.  A
+ * user CQ's consumer (the provider, holding its own CQ lock across the
+ * command so nothing polls meanwhile) then maps the new ring from the key
+ * in the response and unmaps the old one; the old ring's pages live until
+ * that unmap (rdma_user_mmap_entry_remove keeps a mapped entry).  The
+ * consumer index it published is read once and checked like any other.
+ * The CQ cannot shrink below the CQEs it holds: -EINVAL, CQ unchanged.
+ */
+int trdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct trdma_ucontext *uctx = rdma_udata_to_drv_context(udata,
+				struct trdma_ucontext, ibucontext);
+	struct trdma_resize_cq_resp resp = {};
+	struct trdma_cq *cq = to_tcq(ibcq);
+	struct trdma_ring ring, old;
+	unsigned long flags;
+	u32 slots, cons, n, i;
+	int rv;
+
+	if (cqe < 1 || cqe > trdma_limits.max_cqe)
+		return -EINVAL;
+	if (!!udata != cq->is_user)
+		return -EINVAL;
+	if (udata && udata->outlen < sizeof(resp))
+		return -EINVAL;
+
+	slots = roundup_pow_of_two(cqe);
+	rv = trdma_ring_alloc(&ring, uctx ? &uctx->ibucontext : NULL, slots,
+			      ilog2(sizeof(struct trdma_cqe)), &resp.mmap_key);
+	if (rv)
+		return rv;
+	/* Before the swap: copying out may fault, and the key is known. */
+	if (udata) {
+		resp.num_slots = slots;
+		rv = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (rv)
+			goto err_ring;
+	}
+
+	spin_lock_irqsave(&cq->lock, flags);
+	cons = cq->is_user ? READ_ONCE(cq->ring.ctrl->cons) : cq->kcons;
+	n = cq->prod - cons;
+	if (n > cq->ring.num_slots || n > slots) {
+		/* A corrupt consumer index, or more CQEs than the new size. */
+		spin_unlock_irqrestore(&cq->lock, flags);
+		rv = -EINVAL;
+		goto err_ring;
+	}
+	for (i = 0; i < n; i++)
+		memcpy(trdma_ring_slot(&ring, i),
+		       trdma_ring_slot(&cq->ring, cons + i),
+		       sizeof(struct trdma_cqe));
+	/* The consumer starts the new ring at 0 (it is zeroed). */
+	old = cq->ring;
+	cq->ring = ring;
+	cq->prod = n;
+	cq->kcons = 0;
+	smp_store_release(&cq->ring.ctrl->prod, n);
+	ibcq->cqe = slots;
+	spin_unlock_irqrestore(&cq->lock, flags);
+
+	trdma_ring_free(&old);
+	return 0;
+
+err_ring:
+	trdma_ring_free(&ring);
+	return rv;
+}
+
 int trdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct trdma_cq *cq = to_tcq(ibcq);
@@ -76,12 +147,14 @@ int trdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 int trdma_cq_post(struct trdma_cq *cq, const struct trdma_cqe *cqe,
 		  bool solicited)
 {
-	struct trdma_ring_ctrl *ctrl = cq->ring.ctrl;
 	bool notify = false, overflow = false;
+	struct trdma_ring_ctrl *ctrl;
 	unsigned long flags;
 	u32 cons;
 
 	spin_lock_irqsave(&cq->lock, flags);
+	/* Under the lock: trdma_resize_cq() swaps the ring. */
+	ctrl = cq->ring.ctrl;
 	/* The slot is free once the consumer released it; pairs with that. */
 	cons = cq->is_user ? smp_load_acquire(&ctrl->cons) : cq->kcons;
 	if (cq->overflow || cq->prod - cons >= cq->ring.num_slots) {

@@ -383,6 +383,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.query_srq = trdma_query_srq,
 	.reg_user_mr = trdma_reg_user_mr,
 	.req_notify_cq = trdma_req_notify_cq,
+	.resize_cq = trdma_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, trdma_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, trdma_cq, ibcq),

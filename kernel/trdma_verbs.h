@@ -43,6 +43,7 @@ void trdma_mmap_free(struct rdma_user_mmap_entry *rdma);
 /* trdma_create_cq(): trdma_compat.h */
 int trdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int trdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+int trdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int trdma_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
 
 /* trdma_qp.c */

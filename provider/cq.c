@@ -125,7 +125,8 @@ static int trdma_start_poll(struct ibv_cq_ex *ibcq,
 		return EINVAL;
 	pthread_spin_lock(&cq->lock);
 	cq->poll_cons = cq->ring.idx;
-	ret = trdma_cq_ex_take(cq);
+	/* No ring: lost in a failed trdma_resize_cq(). */
+	ret = cq->ring.map ? trdma_cq_ex_take(cq) : EIO;
 	if (ret)
 		pthread_spin_unlock(&cq->lock);
 	return ret;
@@ -262,6 +263,12 @@ int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		return 0;
 
 	pthread_spin_lock(&cq->lock);
+	if (!r->map) {
+		/* Lost its ring in a failed trdma_resize_cq(). */
+		pthread_spin_unlock(&cq->lock);
+		errno = EIO;
+		return -1;
+	}
 	cons = r->idx;
 	/* Acquire: the CQEs up to prod are written. */
 	avail = trdma_ring_count(trdma_uring_load_prod(r), cons);
@@ -291,6 +298,66 @@ int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 int trdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	return ibv_cmd_req_notify_cq(ibcq, solicited_only);
+}
+
+/*
+ * The kernel moves the CQEs not polled yet into a new ring (from slot 0)
+ * and returns its key; the lock keeps poll_cq off both rings meanwhile.
+ * ibv_start_poll() .. ibv_end_poll() holds the same lock: resizing inside
+ * it would deadlock, as the verbs forbid it anyway.
+ */
+int trdma_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct trdma_cq *cq = to_tcq(ibcq);
+	struct trdma_cmd_resize_cq_resp resp;
+	struct ibv_resize_cq cmd;
+	struct trdma_uring ring;
+	uint32_t num_slots;
+	int old_cqe, ret;
+
+	if (cqe <= 0)
+		return EINVAL;
+
+	memset(&cmd, 0, sizeof(cmd));
+	memset(&resp, 0, sizeof(resp));
+	pthread_spin_lock(&cq->lock);
+	old_cqe = ibcq->cqe;
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret)
+		goto out;
+
+	num_slots = resp.drv_payload.num_slots;
+	if (!trdma_ring_geometry_ok(num_slots, TRDMA_CQE_SHIFT,
+				    sizeof(struct trdma_cqe)) ||
+	    ibcq->cqe < cqe || (uint32_t)ibcq->cqe > num_slots) {
+		ret = EPROTO;
+		goto err_cqe;
+	}
+	ret = trdma_ring_mmap(ibcq->context, &ring, resp.drv_payload.mmap_key,
+			      num_slots, TRDMA_CQE_SHIFT);
+	if (ret)
+		goto err_cqe;
+	/*
+	 * The kernel already produces into the new ring; the old one only
+	 * held what was moved.
+	 */
+	trdma_ring_munmap(&cq->ring);
+	cq->ring = ring;
+	pthread_spin_unlock(&cq->lock);
+	return 0;
+
+err_cqe:
+	/*
+	 * The kernel swapped rings but this process cannot use the new one:
+	 * nothing more can be polled from this CQ (poll fails with EIO)
+	 * rather than read a ring the kernel has left.
+	 */
+	trdma_ring_munmap(&cq->ring);
+	ibcq->cqe = old_cqe;
+out:
+	pthread_spin_unlock(&cq->lock);
+	return ret;
 }
 
 int trdma_destroy_cq(struct ibv_cq *ibcq)

@@ -100,6 +100,7 @@ static const struct verbs_context_ops trdma_ctx_ops = {
 	.query_srq = trdma_query_srq,
 	.reg_mr = trdma_reg_mr,
 	.req_notify_cq = trdma_req_notify_cq,
+	.resize_cq = trdma_resize_cq,
 };
 
 static struct verbs_context *trdma_alloc_context(struct ibv_device *ibdev,

@@ -192,6 +192,11 @@ struct trdma_cmd_create_cq_resp {
 	struct trdma_create_cq_resp drv_payload;
 };
 
+struct trdma_cmd_resize_cq_resp {
+	struct ib_uverbs_resize_cq_resp ibv_resp;
+	struct trdma_resize_cq_resp drv_payload;
+};
+
 struct trdma_cmd_create_qp_resp {
 	struct ib_uverbs_create_qp_resp ibv_resp;
 	struct trdma_create_qp_resp drv_payload;
@@ -219,6 +224,7 @@ struct trdma_cmd_create_srq_resp {
 		       #type ": whole 64-bit words")
 
 TRDMA_ASSERT_DRV_RESP(trdma_cmd_create_cq_resp, ib_uverbs_create_cq_resp);
+TRDMA_ASSERT_DRV_RESP(trdma_cmd_resize_cq_resp, ib_uverbs_resize_cq_resp);
 TRDMA_ASSERT_DRV_RESP(trdma_cmd_create_qp_resp, ib_uverbs_create_qp_resp);
 TRDMA_ASSERT_DRV_RESP(trdma_cmd_create_srq_resp, ib_uverbs_create_srq_resp);
 /* The core AH response is one 32-bit word: 12 bytes in all, as rxe's. */
@@ -249,6 +255,7 @@ struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
 			       int comp_vector);
 int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int trdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
+int trdma_resize_cq(struct ibv_cq *ibcq, int cqe);
 int trdma_destroy_cq(struct ibv_cq *ibcq);
 
 /* qp.c */

@@ -739,6 +739,69 @@ TEST_F(DataPathTest, SolicitedOnlyNotification) {
 // A peer that completes the hello and then sends a malformed segment: the
 // connection is closed, only that QP goes to error (QP_FATAL), other QPs
 // keep working.
+// ibv_resize_cq() while the kernel completes work into the CQ: every
+// completion arrives once, in order, across grows and shrinks; a size
+// below what the CQ holds is refused and loses nothing; the sizes asked
+// for are granted.
+TEST_F(DataPathTest, ResizeCqUnderTrafficLosesNoCompletion) {
+  using Clock = std::chrono::steady_clock;
+  const int n = 3000, len = 32, window = 200;  // a_'s SQ has 256 slots
+  const int sizes[] = {256, 1024, 300, 4096, 512};
+  const uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data());
+  Fill(a_.buf, 0, n * len, 23);
+  int posted = 0, done = 0, resized = 0;
+  const Clock::time_point end = Clock::now() + std::chrono::seconds(120);
+  while (done < n) {
+    ASSERT_LT(Clock::now(), end) << done << " of " << n << " completed";
+    while (posted < n && posted - done < window) {
+      ASSERT_EQ(PostSend(a_, posted, IBV_WR_RDMA_WRITE,
+                         Sges(a_, posted * len, len, 1), raddr + posted * len,
+                         b_.mr->rkey),
+                0);
+      posted++;
+    }
+    // Up to 200 completions outstanding: every size here holds them.
+    const int want = sizes[resized % 5];
+    ASSERT_EQ(ibv_resize_cq(a_.cq, want), 0) << "resize " << resized;
+    ASSERT_GE(a_.cq->cqe, want);
+    resized++;
+    ibv_wc wc[16];
+    const int got = ibv_poll_cq(a_.cq, 16, wc);
+    ASSERT_GE(got, 0);
+    for (int i = 0; i < got; i++, done++) {
+      ASSERT_EQ(wc[i].status, IBV_WC_SUCCESS)
+          << ibv_wc_status_str(wc[i].status) << " wr " << wc[i].wr_id;
+      ASSERT_EQ(wc[i].wr_id, static_cast<uint64_t>(done));
+      ASSERT_EQ(wc[i].opcode, IBV_WC_RDMA_WRITE);
+    }
+  }
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), n * len), 0);
+  std::cout << "[          ] " << n << " WRITEs, " << resized
+            << " resizes in between" << std::endl;
+
+  // 50 completions waiting: 16 slots cannot hold them; 64 can.
+  for (int i = 0; i < 50; i++)
+    ASSERT_EQ(PostSend(a_, 10000 + i, IBV_WR_RDMA_WRITE,
+                       Sges(a_, i * len, len, 1), raddr + i * len,
+                       b_.mr->rkey),
+              0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(ibv_resize_cq(a_.cq, 16), EINVAL);
+  EXPECT_EQ(ibv_resize_cq(a_.cq, 0), EINVAL);
+  ibv_device_attr da;
+  ASSERT_EQ(ibv_query_device(ctx_.get(), &da), 0);
+  EXPECT_EQ(ibv_resize_cq(a_.cq, da.max_cqe + 1), EINVAL);
+  ASSERT_EQ(ibv_resize_cq(a_.cq, 64), 0);
+  EXPECT_GE(a_.cq->cqe, 64);
+  for (int i = 0; i < 50; i++) {
+    ibv_wc wc = Wait(a_.cq);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.wr_id, 10000u + i);
+  }
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);
+}
+
 TEST_F(DataPathTest, MalformedSegmentClosesOnlyThatConnection) {
   const long malformed = Counter("malformed_segments");
   ASSERT_GE(malformed, 0);

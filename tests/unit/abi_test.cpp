@@ -280,6 +280,22 @@ TEST(TrdmaAbi, CreateCqRespLayout)
 	});
 }
 
+TEST(TrdmaAbi, ResizeCqRespLayout)
+{
+	using T = trdma_resize_cq_resp;
+
+	EXPECT_EQ(sizeof(T), 16u);
+	EXPECT_EQ(alignof(T), 8u);
+	EXPECT_EQ(offsetof(T, mmap_key), 0u);
+	EXPECT_EQ(offsetof(T, num_slots), 8u);
+	EXPECT_EQ(offsetof(T, reserved), 12u);
+	ExpectPlainUapiStruct<T>({
+		FIELD(T, mmap_key),
+		FIELD(T, num_slots),
+		FIELD(T, reserved),
+	});
+}
+
 TEST(TrdmaAbi, CreateQpRespLayout)
 {
 	using T = trdma_create_qp_resp;

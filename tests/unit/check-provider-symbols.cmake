@@ -55,6 +55,7 @@ set(required
   ibv_cmd_dereg_mr
   ibv_cmd_create_cq
   ibv_cmd_req_notify_cq
+  ibv_cmd_resize_cq
   ibv_cmd_destroy_cq
   verbs_init_cq
   ibv_cmd_create_srq

@@ -569,6 +569,56 @@ int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
 	return 0;
 }
 
+/* trdma_resize_cq(): the unpolled CQEs move to a new ring, from slot 0. */
+int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd,
+		      size_t cmd_size, struct ib_uverbs_resize_cq_resp *resp,
+		      size_t resp_size)
+{
+	struct trdma_cmd_resize_cq_resp *r = (void *)resp;
+	struct fk_cq *kcq = fk.cqs[cq->handle];
+	struct fk_ring ring;
+	uint32_t slots, cons, n, i;
+	int ret;
+
+	if (cmd_size != sizeof(*cmd) || resp_size < sizeof(*r)) {
+		fk.stats.bad_commands++;
+		return EINVAL;
+	}
+	if (cqe < 1 || cqe > FK_MAX_CQE)
+		return EINVAL;
+	slots = fk_pow2((uint32_t)cqe + 1);
+	pthread_mutex_lock(&fk.lock);
+	cons = __atomic_load_n(&kcq->ring.ctrl->cons, __ATOMIC_ACQUIRE);
+	n = kcq->prod - cons;
+	if (n > kcq->ring.num_slots || n > slots) {
+		pthread_mutex_unlock(&fk.lock);
+		return EINVAL;
+	}
+	ret = fk_ring_alloc(&ring, slots, 5);
+	if (ret) {
+		pthread_mutex_unlock(&fk.lock);
+		return ret;
+	}
+	for (i = 0; i < n; i++)
+		memcpy(fk_slot(&ring, i), fk_slot(&kcq->ring, cons + i),
+		       sizeof(struct trdma_cqe));
+	__atomic_store_n(&ring.ctrl->prod, n, __ATOMIC_RELEASE);
+	fk_ring_free(&kcq->ring);
+	kcq->ring = ring;
+	kcq->prod = n;
+	pthread_mutex_unlock(&fk.lock);
+	fk.stats.cq_resizes++;
+	cq->cqe = (int)slots;
+	r->ibv_resp.cqe = slots;
+	r->drv_payload.mmap_key = (uint64_t)ring.off;
+	r->drv_payload.num_slots = slots;
+	if (fk.brk == FK_BREAK_CQ_KEY) {
+		r->drv_payload.mmap_key = 123;
+		fk.brk = FK_BREAK_NONE;
+	}
+	return 0;
+}
+
 int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	(void)cq;
@@ -1115,6 +1165,11 @@ int fk_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	return fk.ops.req_notify_cq(cq, solicited_only);
+}
+
+int fk_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	return fk.ops.resize_cq(cq, cqe);
 }
 
 /* ibv_create_cq_ex(): the inline of verbs.h calls the op directly. */

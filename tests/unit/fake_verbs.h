@@ -43,6 +43,7 @@ struct ibv_cq *fk_create_cq(struct ibv_context *ctx, int cqe);
 int fk_destroy_cq(struct ibv_cq *cq);
 int fk_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int fk_resize_cq(struct ibv_cq *cq, int cqe);
 
 struct ibv_cq_ex *fk_create_cq_ex(struct ibv_context *ctx,
 				  struct ibv_cq_init_attr_ex *attr);
@@ -83,6 +84,7 @@ struct fk_stats {
 	unsigned int corrupt_rings;	/* impossible producer indices */
 	unsigned int notify_calls;
 	unsigned int destroyed;		/* CQs, QPs and SRQs destroyed */
+	unsigned int cq_resizes;	/* RESIZE_CQ commands that succeeded */
 	int last_mr_access;
 	uint64_t last_mr_iova;
 	int last_notify_solicited;

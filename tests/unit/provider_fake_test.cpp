@@ -257,12 +257,12 @@ TEST_F(Provider, ImplementsTheVerbsItShouldAndNoMore)
 	       "query_qp", "modify_qp", "destroy_qp", "post_send", "post_recv",
 	       "create_srq", "modify_srq", "query_srq", "destroy_srq",
 	       "post_srq_recv", "create_ah", "destroy_ah", "query_device_ex",
-	       "query_port", "free_context", "create_cq_ex", "create_qp_ex" })
+	       "query_port", "free_context", "create_cq_ex", "create_qp_ex",
+	       "resize_cq" })
 		EXPECT_TRUE(fk_op_is_set(op)) << op;
 	// Left to libibverbs' defaults: EOPNOTSUPP, or no-op hooks.
 	for (const char *op :
-	     { "create_srq_ex", "resize_cq",
-	       "cq_event", "async_event", "alloc_mw", "bind_mw", "rereg_mr" })
+	     { "create_srq_ex", "cq_event", "async_event", "alloc_mw", "bind_mw", "rereg_mr" })
 		EXPECT_FALSE(fk_op_is_set(op)) << op;
 }
 
@@ -320,6 +320,81 @@ TEST_F(Provider, CreateCqRefusesImpossibleResponses)
 	EXPECT_EQ(fk_create_cq(ctx_, 16), nullptr);
 	EXPECT_EQ(errno, EINVAL);	// from mmap()
 	EXPECT_EQ(Stats().destroyed, 2u);
+}
+
+static trdma_cqe NumberedCqe(uint64_t wr_id)
+{
+	trdma_cqe c = {};
+
+	c.wr_id = wr_id;
+	c.opcode = IBV_WC_RECV;
+	c.byte_len = static_cast<uint32_t>(wr_id);
+	return c;
+}
+
+// ibv_resize_cq(): the CQEs not polled yet survive in order, the new
+// ring is mapped and the old one gone; the kernel may produce into the new
+// ring at once; a size below what the CQ holds fails and changes nothing.
+TEST_F(Provider, ResizeCqKeepsUnpolledCompletionsInOrder)
+{
+	ibv_cq *cq = Cq(4);	// 8 slots
+	ibv_wc wc[16];
+
+	ASSERT_NE(cq, nullptr);
+	for (uint64_t i = 1; i <= 6; i++) {
+		trdma_cqe c = NumberedCqe(i);
+
+		ASSERT_EQ(fk_cq_push(cq, &c), 0);
+	}
+	ASSERT_EQ(fk_poll_cq(cq, 2, wc), 2);	// 1, 2 polled; 3..6 left
+	EXPECT_EQ(wc[1].wr_id, 2u);
+
+	// Below the 4 it holds: refused, nothing moved.
+	EXPECT_EQ(fk_resize_cq(cq, 1), EINVAL);	// 2 slots
+	EXPECT_EQ(cq->cqe, 8);
+	EXPECT_TRUE(fk_cq_mapped_ok(cq));
+	EXPECT_EQ(fk_resize_cq(cq, 0), EINVAL);
+	EXPECT_EQ(Stats().cq_resizes, 0u);
+
+	ASSERT_EQ(fk_resize_cq(cq, 40), 0);
+	EXPECT_EQ(Stats().cq_resizes, 1u);
+	EXPECT_EQ(cq->cqe, 64);
+	EXPECT_TRUE(fk_cq_mapped_ok(cq));
+	// Room for 64 now: 60 more fit beside the 4 left.
+	for (uint64_t i = 7; i <= 66; i++) {
+		trdma_cqe c = NumberedCqe(i);
+
+		ASSERT_EQ(fk_cq_push(cq, &c), 0) << i;
+	}
+	std::vector<ibv_wc> all = Drain(cq);
+	ASSERT_EQ(all.size(), 64u);
+	for (size_t i = 0; i < all.size(); i++) {
+		EXPECT_EQ(all[i].wr_id, i + 3);
+		EXPECT_EQ(all[i].byte_len, i + 3);
+	}
+
+	// Shrinking an empty CQ works, and it keeps working after.
+	ASSERT_EQ(fk_resize_cq(cq, 1), 0);
+	EXPECT_EQ(cq->cqe, 2);
+	trdma_cqe c = NumberedCqe(99);
+	ASSERT_EQ(fk_cq_push(cq, &c), 0);
+	ASSERT_EQ(fk_poll_cq(cq, 16, wc), 1);
+	EXPECT_EQ(wc[0].wr_id, 99u);
+}
+
+// A new ring the provider cannot map: its CQ polls nothing more (EIO)
+// rather than read the ring the kernel left.
+TEST_F(Provider, ResizeCqWithAnUnmappableRingFailsThePolls)
+{
+	ibv_cq *cq = Cq(4);
+	ibv_wc wc;
+
+	ASSERT_NE(cq, nullptr);
+	fk_break_next_create(FK_BREAK_CQ_KEY);
+	EXPECT_EQ(fk_resize_cq(cq, 16), EINVAL);	// from mmap()
+	errno = 0;
+	EXPECT_EQ(fk_poll_cq(cq, 1, &wc), -1);
+	EXPECT_EQ(errno, EIO);
 }
 
 TEST_F(Provider, ReqNotifyCqIsTheKernelCommand)

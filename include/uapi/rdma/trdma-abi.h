@@ -197,6 +197,17 @@ struct trdma_create_cq_resp {
 	__u32 reserved;
 };
 
+/*
+ * Driver data of RESIZE_CQ: the new ring, holding the CQEs not consumed
+ * yet from slot 0 on (prod = their number, cons = 0).  The provider maps
+ * it and unmaps the old ring.
+ */
+struct trdma_resize_cq_resp {
+	__aligned_u64 mmap_key;	/* of the new CQ ring */
+	__u32 num_slots;	/* power of two; at least the cqe asked for */
+	__u32 reserved;
+};
+
 /* Driver data of CREATE_QP. */
 struct trdma_create_qp_resp {
 	__aligned_u64 sq_mmap_key;
