@@ -118,6 +118,7 @@ int trdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	cq->ring = ring;
 	cq->prod = n;
 	cq->kcons = 0;
+	/* The CQEs before their index; pairs with the consumer's acquire. */
 	smp_store_release(&cq->ring.ctrl->prod, n);
 	ibcq->cqe = slots;
 	spin_unlock_irqrestore(&cq->lock, flags);
