@@ -482,8 +482,13 @@ struct trdma_qp {
 	/* The listener's key for our peer (trdma_key.c); trdma_key_lock. */
 	struct trdma_key_peer *key_peer;
 	struct work_struct fatal_work;
-	/* The peer closed in order while we owed it nothing; under lock. */
+	/*
+	 * The peer closed in order (trdma_qp_peer_closed()), and since then
+	 * the QP has had a request that will not be answered: peer_gone_work
+	 * runs after the transport timeout.  Both under lock.
+	 */
 	bool peer_closed;
+	bool peer_req_timed;
 	/*
 	 * IB_EVENT_QP_LAST_WQE_REACHED was raised (or must not be: the QP is
 	 * being destroyed) since the last RESET; under lock.
@@ -676,6 +681,7 @@ void trdma_qp_wr_error(struct trdma_qp *qp);
 void trdma_qp_rx_stopped(struct trdma_qp *qp);
 void trdma_qp_timed_out(struct trdma_qp *qp);
 void trdma_qp_peer_closed(struct trdma_qp *qp);
+u32 trdma_qp_transport_ms(const struct trdma_qp *qp);
 void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,
 		    bool close);
 void trdma_qp_put(struct trdma_qp *qp);

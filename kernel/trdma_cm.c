@@ -157,14 +157,7 @@ static void trdma_cm_tune(struct trdma_dev *tdev, struct socket *sock)
  */
 static void trdma_cm_apply_timeout(struct trdma_qp *qp, struct socket *sock)
 {
-	u64 ms = 0;
-
-	if (qp->attr.timeout) {
-		ms = div_u64((4096ULL << qp->attr.timeout) *
-			     (qp->attr.retry_cnt + 1), 1000000);
-		ms = clamp_t(u64, ms, 1, INT_MAX);
-	}
-	tcp_sock_set_user_timeout(sock->sk, ms);
+	tcp_sock_set_user_timeout(sock->sk, trdma_qp_transport_ms(qp));
 }
 
 /* The QP's timeout or retry count changed.  Under state_mutex. */

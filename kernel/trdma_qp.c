@@ -350,35 +350,66 @@ void trdma_qp_timed_out(struct trdma_qp *qp)
 static uint trdma_peer_close_grace = 1000;
 module_param_named(peer_close_grace, trdma_peer_close_grace, uint, 0644);
 MODULE_PARM_DESC(peer_close_grace,
-		 "ms an idle QP stays usable after its peer closed (1000)");
+		 "ms a QP stays usable after its peer closed, at most (1000)");
+
+/*
+ * The QP's transport timeout in ms: its local ACK timeout (4.096 us *
+ * 2^timeout) times its retry count plus one; 0 (timeout 0) is infinite,
+ * as in IB.  What TCP_USER_TIMEOUT is set to on its connection.
+ */
+u32 trdma_qp_transport_ms(const struct trdma_qp *qp)
+{
+	u64 ms;
+
+	if (!qp->attr.timeout)
+		return 0;
+	ms = div_u64((4096ULL << qp->attr.timeout) * (qp->attr.retry_cnt + 1),
+		     1000000);
+	return clamp_t(u64, ms, 1, INT_MAX);
+}
+
+/*
+ * How long after its peer closed a QP stays as it is: peer_close_grace,
+ * or, with requests that will now never be answered, as long as an IB
+ * requester would retry them (its transport timeout) if that is sooner.
+ */
+static unsigned long trdma_peer_gone_delay(struct trdma_qp *qp, bool req)
+{
+	u32 ms = READ_ONCE(trdma_peer_close_grace);
+	u32 t = trdma_qp_transport_ms(qp);
+
+	if (req && t)
+		ms = min(ms, t);
+	return msecs_to_jiffies(ms);
+}
 
 /*
  * The peer closed the connection in order: its QP was destroyed or its
- * process exited.  With requests, responses or an ACK of ours still to go,
- * the QP fails now.  Otherwise nothing is lost yet and, as on a fabric
- * where nothing tells a QP that its peer is gone, the QP stays as it is
- * until it has something to send, or for peer_close_grace ms: an
- * application that tears down after its last completion (ibv_rc_pingpong
- * does) destroys its own QP first, without error completions for the
- * receives it left posted.  Softirq or process context.
+ * process exited.  As on a fabric, where nothing tells a QP that its peer
+ * is gone, the QP stays as it is for a while: requests it sent (or sends
+ * from now on) are not answered, and after its transport timeout, as an
+ * IB requester whose retries ran out, the oldest ends with
+ * IB_WC_RETRY_EXC_ERR and the QP goes to error; a QP with no request
+ * outstanding waits peer_close_grace ms.  What it still owed the peer
+ * (ACKs, READ responses) has nobody to go to.  An application that tears
+ * down after its last completion (ibv_rc_pingpong does) or that posted one
+ * request more than it waits for (ibv_srq_pingpong does) exits before
+ * this QP fails, without error completions for what it left behind.
+ * Softirq or process context.
  */
 void trdma_qp_peer_closed(struct trdma_qp *qp)
 {
 	unsigned long flags;
-	bool busy;
+	bool req;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	busy = qp->sq_retire != qp->sq_intake || qp->rd_head != qp->rd_tail ||
-	       qp->ack_pending;
-	if (!busy)
-		qp->peer_closed = true;
+	qp->peer_closed = true;
+	req = qp->sq_retire != qp->sq_intake;
+	qp->peer_req_timed = req;
 	spin_unlock_irqrestore(&qp->lock, flags);
 
-	if (busy)
-		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
-	else
-		mod_delayed_work(trdma_wq, &qp->peer_gone_work,
-				 msecs_to_jiffies(READ_ONCE(trdma_peer_close_grace)));
+	mod_delayed_work(trdma_wq, &qp->peer_gone_work,
+			 trdma_peer_gone_delay(qp, req));
 }
 
 static void trdma_qp_peer_gone_work(struct work_struct *work)
@@ -390,6 +421,14 @@ static void trdma_qp_peer_gone_work(struct work_struct *work)
 
 	spin_lock_irqsave(&qp->lock, flags);
 	gone = qp->peer_closed;		/* not since reset */
+	/* Its retries ran out, sent or not: nobody was there to answer. */
+	if (gone && qp->peer_req_timed && qp->state == IB_QPS_RTS &&
+	    qp->sq_retire != qp->sq_intake) {
+		struct trdma_swqe_info *swi = trdma_swi(qp, qp->sq_retire);
+
+		if (!swi->done && swi->status == IB_WC_SUCCESS)
+			swi->status = IB_WC_RETRY_EXC_ERR;
+	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (gone)
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
@@ -569,8 +608,16 @@ static void trdma_sq_kick(struct trdma_qp *qp, bool now)
 		/* A WQE refused at intake took the QP to ERR. */
 		failed = qp->state == IB_QPS_ERR;
 		kick = qp->sq_tx != qp->sq_intake;
-		/* Nothing will carry it: the peer is gone. */
-		gone = kick && qp->peer_closed;
+		/*
+		 * Nothing will carry it: the peer is gone.  The first such
+		 * request starts its transport timeout; later ones do not
+		 * push it back.
+		 */
+		gone = kick && qp->peer_closed && !qp->peer_req_timed;
+		if (gone)
+			qp->peer_req_timed = true;
+		else if (qp->peer_closed)
+			kick = false;
 		break;
 	case IB_QPS_ERR:
 		trdma_sq_flush(qp);
@@ -582,8 +629,10 @@ static void trdma_sq_kick(struct trdma_qp *qp, bool now)
 	spin_unlock_irqrestore(&qp->lock, flags);
 
 	if (gone) {
-		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
-		return;
+		/* Unanswered: fails as trdma_qp_peer_closed() says. */
+		mod_delayed_work(trdma_wq, &qp->peer_gone_work,
+				 trdma_peer_gone_delay(qp, true));
+		kick = false;
 	}
 	/* A QP in ERR has no use for its connection: the peer learns it. */
 	if (failed)
@@ -918,6 +967,7 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	qp->ack_owed_ns = 0;
 	qp->rnr_rewind = false;
 	qp->peer_closed = false;
+	qp->peer_req_timed = false;
 	qp->last_wqe_done = false;
 	WRITE_ONCE(qp->sq.ctrl->prod, 0);
 	WRITE_ONCE(qp->sq.ctrl->cons, 0);
