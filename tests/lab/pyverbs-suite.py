@@ -19,11 +19,15 @@
 #       process (a crash in the provider, say) counts as "crash" and the
 #       suite goes on from the next test in a fresh process.  With IDs
 #       (test ids or their prefixes, e.g. tests.test_qpex), only those.
-#   pyverbs-suite.py compare REF_RESULTS REF_NAME DUT_RESULTS DUT_NAME LABEL
+#   pyverbs-suite.py compare REF_RESULTS REF_NAME DUT_RESULTS DUT_NAME LABEL [GAPS]
 #       prints each test that passes on REF but not on DUT, each test that
 #       fails, errors, crashes or times out on DUT, the tally of both, and
-#       "LABEL: N passed, N failed", where "failed" counts the tests of those
-#       two kinds (each once) and "passed" the tests that pass on DUT.
+#       "LABEL: N passed, N failed, N known gaps", where "failed" counts the
+#       tests of those two kinds (each once) and "passed" the tests that
+#       pass on DUT.  GAPS (tests/lab/pyverbs-gaps.txt) lists tests of
+#       features DUT does not offer yet: one that passes on REF and is
+#       skipped on DUT is a known gap, not failed; one that passes on DUT
+#       is stale and counts as failed.
 import gzip
 import os
 import shutil
@@ -239,18 +243,40 @@ def read_results(path):
     return res
 
 
-def compare(ref_path, ref, dut_path, dut, label):
+def read_gaps(path):
+    gaps = {}
+    if path:
+        for line in open(path):
+            tid, _, why = line.partition('#')
+            if tid.strip():
+                gaps[tid.strip()] = why.strip()
+    return gaps
+
+
+def compare(ref_path, ref, dut_path, dut, label, gaps_path=None):
     r, d = read_results(ref_path), read_results(dut_path)
+    gaps = read_gaps(gaps_path)
     for name, res in ((ref, r), (dut, d)):
         print(f'{name}: {len(res)} tests: ' +
               ', '.join(f'{sum(1 for v in res.values() if v == s)} {s}'
                         for s in STATUSES
                         if any(v == s for v in res.values())))
-    bad = []
+    bad, known = [], []
     print(f'== tests that pass on {ref} but not on {dut}')
     for tid, st in r.items():
         if st == 'ok' and d.get(tid) != 'ok':
+            if tid in gaps and d.get(tid) == 'skip':
+                known.append(tid)
+                continue
             print(f'  {tid}: {ref} ok, {dut} {d.get(tid, "not run")}')
+            bad.append(tid)
+    print(f'== known gaps: pass on {ref}, skipped on {dut} (not counted)')
+    for tid in known:
+        print(f'  {tid}: {gaps[tid]}')
+    print(f'== known gaps that pass on {dut} (stale: remove them)')
+    for tid in gaps:
+        if d.get(tid) == 'ok':
+            print(f'  {tid}')
             bad.append(tid)
     print(f'== tests that fail on {dut} (fail, error, crash, timeout)')
     for tid, st in d.items():
@@ -263,7 +289,8 @@ def compare(ref_path, ref, dut_path, dut, label):
         if st == 'ok' and r.get(tid) != 'ok':
             print(f'  {tid}: {dut} ok, {ref} {r.get(tid, "not run")}')
     passed = sum(1 for v in d.values() if v == 'ok')
-    print(f'{label}: {passed} passed, {len(bad)} failed')
+    print(f'{label}: {passed} passed, {len(bad)} failed, '
+          f'{len(known)} known gaps')
 
 
 def main():
@@ -277,12 +304,12 @@ def main():
         run(os.path.abspath(a[1]), a[2], os.path.abspath(a[3]), limit, only)
     elif a[:1] == ['child'] and len(a) == 6:
         child(a[1], a[2], a[3], a[4], int(a[5]))
-    elif a[:1] == ['compare'] and len(a) == 6:
+    elif a[:1] == ['compare'] and len(a) in (6, 7):
         compare(*a[1:])
     else:
         sys.exit('usage: pyverbs-suite.py prepare SRC DEST | '
                  'run SUITE DEV RESULTS [--timeout SECS] | '
-                 'compare REF_RESULTS REF_NAME DUT_RESULTS DUT_NAME LABEL')
+                 'compare REF_RESULTS REF_NAME DUT_RESULTS DUT_NAME LABEL [GAPS]')
 
 
 if __name__ == '__main__':
