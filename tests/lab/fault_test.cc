@@ -1249,6 +1249,7 @@ TEST_F(FaultTest, PeerProcessKilledMidTransfer) {
   std::deque<std::pair<uint64_t, uint32_t>> rq;  // wr_id, slot
   uint64_t seq = 0, rseq = 0, sends = 0, atomics = 0, received = 0;
   uint64_t ok = 0, flushed = 0, bad = 0, other = 0, after_kill_ok = 0;
+  uint64_t retry_exc = 0;
   bool sq_err = false, rq_err = false, err = false, killed = false;
   std::mt19937 rng(7);
   auto fail = [&](const std::string &what) {
@@ -1344,9 +1345,14 @@ TEST_F(FaultTest, PeerProcessKilledMidTransfer) {
   auto on_wc = [&](const ibv_wc &wc) {
     const bool recv = wc.wr_id & kRecvBit;
     if (wc.status != IBV_WC_SUCCESS) {
-      // Only a flush may end a WR once the peer is gone.
+      // Only a flush may end a WR once the peer is gone, but for the
+      // oldest send outstanding: nobody answers it, and its transport
+      // timeout ends it with RETRY_EXC_ERR, as on a fabric.
       if (wc.status == IBV_WC_WR_FLUSH_ERR)
         flushed++;
+      else if (wc.status == IBV_WC_RETRY_EXC_ERR && killed && !recv &&
+               !sq_err && !retry_exc)
+        retry_exc++;
       else {
         other++;
         ADD_FAILURE() << (recv ? "receive" : "send") << " wr_id "
@@ -1452,7 +1458,8 @@ TEST_F(FaultTest, PeerProcessKilledMidTransfer) {
   std::cout << "killed the peer with " << out_sq << " sends and " << out_rq
             << " receives outstanding; QP_FATAL after " << fatal_ms
             << " ms; " << ok << " ok (" << after_kill_ok
-            << " after the kill), " << flushed << " flushed; " << received
+            << " after the kill), " << flushed << " flushed, " << retry_exc
+            << " retries exceeded; " << received
             << " messages in, child verified " << board->received.load()
             << "\n";
 

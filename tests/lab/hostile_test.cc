@@ -551,9 +551,11 @@ TEST_F(HostileTest, PeerThatStopsReadingStallsOnlyItsQp) {
 // requests served before complete, the first one after fails with
 // IBV_WC_REM_ACCESS_ERR, the rest flush.  A READ whose response is already
 // on the wire when its MR goes cannot be NAKed any more (the segment's
-// length is announced): the responder closes the connection instead and
-// the requester flushes with IBV_EVENT_QP_FATAL; nak_only says that this
-// cannot happen (WRITEs: every chunk is checked before placement).
+// length is announced): the responder closes the connection instead, its
+// READs go unanswered, and after its transport timeout the requester ends
+// the oldest with IBV_WC_RETRY_EXC_ERR, flushes the rest and raises
+// IBV_EVENT_QP_FATAL; nak_only says that this cannot happen (WRITEs: every
+// chunk is checked before placement).
 void DeregisterUnder(ibv_context *ctx, bool nak_only, ibv_pd *pd,
                      ibv_cq *cq,
                      const std::function<int(int, uint64_t, uint32_t)> &post) {
@@ -563,7 +565,7 @@ void DeregisterUnder(ibv_context *ctx, bool nak_only, ibv_pd *pd,
                               IBV_ACCESS_REMOTE_READ);
   ASSERT_NE(mr, nullptr);
   const int kWrs = 200, kFirst = 20;
-  int posted = 0, ok = 0, access = 0, flushed = 0, other = 0;
+  int posted = 0, ok = 0, access = 0, flushed = 0, retry = 0, other = 0;
   auto take = [&](int n) {
     for (int i = 0; i < n; i++) {
       ibv_wc wc = {};
@@ -583,6 +585,8 @@ void DeregisterUnder(ibv_context *ctx, bool nak_only, ibv_pd *pd,
         access++;
       else if (wc.status == IBV_WC_WR_FLUSH_ERR)
         flushed++;
+      else if (wc.status == IBV_WC_RETRY_EXC_ERR)
+        retry++;
       else
         other++;
     }
@@ -603,16 +607,18 @@ void DeregisterUnder(ibv_context *ctx, bool nak_only, ibv_pd *pd,
   take(posted - kFirst / 2);
   std::cout << (nak_only ? "WRITE" : "READ") << ": " << ok
             << " completed, " << access << " remote access errors, "
-            << flushed << " flushed\n";
+            << flushed << " flushed, " << retry << " retries exceeded\n";
   EXPECT_EQ(other, 0);
   EXPECT_GE(ok, kFirst / 2);
   if (nak_only || access) {
     EXPECT_EQ(access, 1) << "the first request after it is refused";
+    EXPECT_EQ(retry, 0);
   } else {
+    EXPECT_EQ(retry, 1) << "the oldest unanswered READ";
     EXPECT_TRUE(WaitAsyncEvent(ctx, IBV_EVENT_QP_FATAL, 5000))
         << "neither a NAK nor a lost connection";
   }
-  EXPECT_EQ(ok + access + flushed, kWrs);
+  EXPECT_EQ(ok + access + flushed + retry, kWrs);
 }
 
 TEST_F(HostileTest, MrDeregisteredUnderRemoteWrites) {
