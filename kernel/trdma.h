@@ -120,6 +120,28 @@ struct trdma_counts {
 };
 
 /*
+ * What trdma has in one network namespace (net_generic storage of
+ * trdma_net_ops, trdma_main.c): the RC listener on TCP port 4791, the
+ * UD/QP1 datagram sockets and the netfilter hook of the trdma TCP option.
+ * Set up by the first device whose netdev is in the namespace, torn down
+ * with the last one, and by the namespace's exit at the latest: the
+ * sockets are kernel sockets, which hold no reference on their namespace.
+ * users and the sockets are under trdma_net_lock (trdma_main.c); a device
+ * holds one count from newlink to dealloc_driver, so while it lives they
+ * stay.
+ */
+struct trdma_net {
+	struct net *net;
+	u32 users;			/* devices in the namespace */
+	struct socket *listen;		/* RC listener (trdma_cm.c) */
+	void (*listen_saved_data_ready)(struct sock *sk);
+	struct work_struct accept_work;
+	struct socket *ud_sock4;	/* datagrams (trdma_ud.c) */
+	struct socket *ud_sock6;	/* NULL without IPv6 */
+	bool hooks;			/* option hook registered (tcpopt) */
+};
+
+/*
  * One trdma device per bound netdev.
  *
  * Lifetime: allocated by trdma_newlink() with ib_alloc_device(), owned by the
@@ -133,6 +155,14 @@ struct trdma_dev {
 	/* Held (netdev_hold) from newlink until dealloc_driver. */
 	struct net_device *netdev;
 	netdevice_tracker netdev_tracker;
+	/*
+	 * The netdev's namespace at newlink, where the device's connections
+	 * and datagrams live; no reference: the namespace's exit removes the
+	 * device first (trdma_net_exit()).  A netdev that changes namespace
+	 * unregisters, and the device goes with it.
+	 */
+	struct net *net;
+	struct trdma_net *tnet;
 
 	/*
 	 * On trdma_dev_list: changed under trdma_dev_lock, walked under it or
@@ -702,6 +732,9 @@ int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote);
 /* trdma_cm.c */
 int trdma_cm_init(void);
 void trdma_cm_exit(void);
+int trdma_cm_net_up(struct trdma_net *tnet);
+void trdma_cm_net_down(struct trdma_net *tnet);
+void trdma_cm_net_flush(struct net *net);
 void trdma_cm_qp_rtr(struct trdma_qp *qp);
 void trdma_cm_qp_rts(struct trdma_qp *qp);
 void trdma_cm_qp_destroy(struct trdma_qp *qp);
@@ -721,11 +754,10 @@ bool trdma_key_may_bind(struct trdma_dev *tdev, struct sock *sk);
 void trdma_key_qp_rtr(struct trdma_qp *qp);
 void trdma_key_qp_put(struct trdma_qp *qp);
 int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len);
-void trdma_key_set_listener(struct socket *sock);
 
 /* trdma_tcpopt.c */
-int trdma_tcpopt_init(void);
-void trdma_tcpopt_exit(void);
+int trdma_tcpopt_net_up(struct trdma_net *tnet);
+void trdma_tcpopt_net_down(struct trdma_net *tnet);
 void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock);
 void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock);
 void trdma_txopt_free(struct trdma_qp *qp);
@@ -737,11 +769,12 @@ void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
 bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt);
 
 /* trdma_main.c */
-struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid);
+struct trdma_dev *trdma_dev_get_by_gid(const struct net *net,
+				       const union ib_gid *gid);
 
 /* trdma_ud.c */
-int trdma_ud_init(void);
-void trdma_ud_exit(void);
+int trdma_ud_net_up(struct trdma_net *tnet);
+void trdma_ud_net_down(struct trdma_net *tnet);
 void trdma_ud_tx(struct trdma_qp *qp);
 void trdma_ud_tx_work(struct work_struct *work);
 u32 trdma_ud_mtu(struct trdma_dev *tdev);

@@ -50,13 +50,11 @@ struct workqueue_struct *trdma_wq;
 static struct workqueue_struct *trdma_dial_wq;
 static struct workqueue_struct *trdma_accept_wq;
 
-static struct socket *trdma_listen;
-static void (*trdma_listen_saved_data_ready)(struct sock *sk);
-static struct work_struct trdma_accept_work;
-
 /*
  * Accepted connections whose hello is incomplete or whose QP is not ready
- * yet.  trdma_pending_work reads hellos, binds and expires them.
+ * yet, of every namespace's listener (struct trdma_net).
+ * trdma_pending_work reads hellos, binds and expires them; each is looked
+ * at in the namespace of its socket.
  */
 struct trdma_pending {
 	struct list_head list;
@@ -449,17 +447,22 @@ static void trdma_cm_close(struct socket *sock)
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 
-/* Module unload: every closing connection is released now. */
-static void trdma_closing_flush(void)
+/*
+ * Every closing connection of net (NULL: of every namespace, at module
+ * unload) is released now: its namespace is going away, and a kernel
+ * socket does not keep it.
+ */
+static void trdma_closing_flush(const struct net *net)
 {
 	struct trdma_closing *c;
 
 	spin_lock_bh(&trdma_closing_lock);
 	list_for_each_entry(c, &trdma_closing_list, list)
-		mod_delayed_work(trdma_wq, &c->work, 0);
+		if (!net || net_eq(sock_net(c->sock->sk), net))
+			mod_delayed_work(trdma_wq, &c->work, 0);
 	spin_unlock_bh(&trdma_closing_lock);
 	flush_workqueue(trdma_wq);
-	WARN_ON(!list_empty(&trdma_closing_list));
+	WARN_ON(!net && !list_empty(&trdma_closing_list));
 }
 
 /*
@@ -526,7 +529,8 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	*sockp = NULL;
 	memset(reply, 0, sizeof(*reply));
 	*step = "socket";
-	rv = sock_create_kern(&init_net, family, SOCK_STREAM, IPPROTO_TCP,
+	/* In the namespace of the device's netdev, as its listener. */
+	rv = sock_create_kern(qp->tdev->net, family, SOCK_STREAM, IPPROTO_TCP,
 			      &sock);
 	if (rv)
 		return rv;
@@ -883,7 +887,8 @@ static int trdma_pending_bind(struct trdma_pending *p)
 		return -EPROTO;
 
 	memcpy(gid.raw, h->dst_gid, 16);
-	tdev = trdma_dev_get_by_gid(&gid);
+	/* Only a device of the namespace the connection came in. */
+	tdev = trdma_dev_get_by_gid(sock_net(p->sock->sk), &gid);
 	if (!tdev)
 		return -ENODEV;
 	if (!trdma_pending_from_gid(p, h->src_gid, &peer)) {
@@ -1020,12 +1025,15 @@ static void trdma_pending_scan(struct work_struct *work)
 	mutex_unlock(&trdma_pending_lock);
 }
 
+/* tnet->listen stays while this runs: trdma_cm_net_down() cancels it. */
 static void trdma_accept(struct work_struct *work)
 {
+	struct trdma_net *tnet = container_of(work, struct trdma_net,
+					      accept_work);
 	struct trdma_pending *p;
 	struct socket *sock;
 
-	while (kernel_accept(trdma_listen, &sock, O_NONBLOCK) == 0) {
+	while (kernel_accept(tnet->listen, &sock, O_NONBLOCK) == 0) {
 		p = kzalloc(sizeof(*p), GFP_KERNEL);
 		if (!p) {
 			sock_release(sock);
@@ -1041,8 +1049,13 @@ static void trdma_accept(struct work_struct *work)
 			kfree(p);
 			break;
 		}
+		/*
+		 * It was cloned from the listener, callbacks and user data
+		 * alike: it gets TCP's own back, and no pointer to tnet.
+		 */
 		write_lock_bh(&sock->sk->sk_callback_lock);
-		p->saved_data_ready = sock->sk->sk_data_ready;
+		p->saved_data_ready = tnet->listen_saved_data_ready;
+		sock->sk->sk_user_data = NULL;
 		sock->sk->sk_data_ready = trdma_pending_data_ready;
 		write_unlock_bh(&sock->sk->sk_callback_lock);
 		list_add_tail(&p->list, &trdma_pending_list);
@@ -1051,17 +1064,120 @@ static void trdma_accept(struct work_struct *work)
 	mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 }
 
+/*
+ * A connection to accept.  A child not accepted yet has this callback and
+ * the listener's user data too (cloned): only the listener queues.
+ */
 static void trdma_listen_data_ready(struct sock *sk)
 {
-	queue_work(trdma_accept_wq, &trdma_accept_work);
+	struct trdma_net *tnet;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	tnet = sk->sk_user_data;
+	if (tnet && sk->sk_state == TCP_LISTEN)
+		queue_work(trdma_accept_wq, &tnet->accept_work);
+	read_unlock_bh(&sk->sk_callback_lock);
 }
 
-int trdma_cm_init(void)
+/* Closes the pending connections of net (NULL: all).  Process context. */
+static void trdma_pending_close_net(const struct net *net)
+{
+	struct trdma_pending *p, *next;
+
+	mutex_lock(&trdma_pending_lock);
+	list_for_each_entry_safe(p, next, &trdma_pending_list, list)
+		if (!net || net_eq(sock_net(p->sock->sk), net))
+			trdma_pending_close(p);
+	mutex_unlock(&trdma_pending_lock);
+}
+
+/*
+ * The first device of a namespace: its listener, on TCP port 4791 of every
+ * address of the namespace.  Under trdma_net_lock.
+ */
+int trdma_cm_net_up(struct trdma_net *tnet)
 {
 	struct sockaddr_in6 a = {
 		.sin6_family = AF_INET6,
 		.sin6_addr = IN6ADDR_ANY_INIT,
+		.sin6_port = htons(trdma_port),
 	};
+	struct socket *sock;
+	int rv;
+
+	INIT_WORK(&tnet->accept_work, trdma_accept);
+	rv = sock_create_kern(tnet->net, AF_INET6, SOCK_STREAM, IPPROTO_TCP,
+			      &sock);
+	if (rv)
+		goto err;
+	sock_set_reuseaddr(sock->sk);
+	rv = kernel_bind(sock, (struct sockaddr *)&a, sizeof(a));
+	if (rv)
+		goto err_sock;
+
+	tnet->listen = sock;
+	write_lock_bh(&sock->sk->sk_callback_lock);
+	tnet->listen_saved_data_ready = sock->sk->sk_data_ready;
+	sock->sk->sk_user_data = tnet;
+	sock->sk->sk_data_ready = trdma_listen_data_ready;
+	write_unlock_bh(&sock->sk->sk_callback_lock);
+
+	/*
+	 * Every QP pair that reaches RTR at once connects at once (an MPI
+	 * job, a test with 1,024 QPs): a full accept queue makes the kernel
+	 * drop the handshake's last ACK, the connecting side sends its hello
+	 * into a connection the listener has not accepted yet, and times out
+	 * waiting for the answer.  As deep as net.core.somaxconn allows.
+	 */
+	rv = kernel_listen(sock, SOMAXCONN);
+	if (rv)
+		goto err_listen;
+	return 0;
+
+err_listen:
+	trdma_cm_net_down(tnet);
+	goto err;
+err_sock:
+	sock_release(sock);
+err:
+	pr_err("trdma: cannot listen on TCP port %u: %d\n", trdma_port, rv);
+	return rv;
+}
+
+/*
+ * The last device of the namespace is gone: the listener and the
+ * connections it accepted that no QP took are closed.  Under
+ * trdma_net_lock.
+ */
+void trdma_cm_net_down(struct trdma_net *tnet)
+{
+	struct socket *sock = tnet->listen;
+
+	if (!sock)
+		return;
+	write_lock_bh(&sock->sk->sk_callback_lock);
+	sock->sk->sk_data_ready = tnet->listen_saved_data_ready;
+	sock->sk->sk_user_data = NULL;
+	write_unlock_bh(&sock->sk->sk_callback_lock);
+	cancel_work_sync(&tnet->accept_work);
+	kernel_sock_shutdown(sock, SHUT_RDWR);
+	sock_release(sock);
+	tnet->listen = NULL;
+	trdma_pending_close_net(tnet->net);
+}
+
+/*
+ * The namespace goes away, its devices are gone: what is left of their
+ * connections (closing, or accepted and never taken) is released now.
+ */
+void trdma_cm_net_flush(struct net *net)
+{
+	trdma_pending_close_net(net);
+	trdma_closing_flush(net);
+}
+
+int trdma_cm_init(void)
+{
 	int rv;
 
 	trdma_wq = alloc_workqueue("trdma", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
@@ -1074,43 +1190,9 @@ int trdma_cm_init(void)
 	trdma_accept_wq = alloc_ordered_workqueue("trdma_accept", 0);
 	if (!trdma_accept_wq)
 		goto err_dial_wq;
-	INIT_WORK(&trdma_accept_work, trdma_accept);
 	INIT_DELAYED_WORK(&trdma_pending_work, trdma_pending_scan);
-
-	rv = sock_create_kern(&init_net, AF_INET6, SOCK_STREAM, IPPROTO_TCP,
-			      &trdma_listen);
-	if (rv)
-		goto err_accept_wq;
-	sock_set_reuseaddr(trdma_listen->sk);
-	a.sin6_port = htons(trdma_port);
-	rv = kernel_bind(trdma_listen, (struct sockaddr *)&a, sizeof(a));
-	if (rv)
-		goto err_sock;
-
-	write_lock_bh(&trdma_listen->sk->sk_callback_lock);
-	trdma_listen_saved_data_ready = trdma_listen->sk->sk_data_ready;
-	trdma_listen->sk->sk_data_ready = trdma_listen_data_ready;
-	write_unlock_bh(&trdma_listen->sk->sk_callback_lock);
-
-	/*
-	 * Every QP pair that reaches RTR at once connects at once (an MPI
-	 * job, a test with 1,024 QPs): a full accept queue makes the kernel
-	 * drop the handshake's last ACK, the connecting side sends its hello
-	 * into a connection the listener has not accepted yet, and times out
-	 * waiting for the answer.  As deep as net.core.somaxconn allows.
-	 */
-	rv = kernel_listen(trdma_listen, SOMAXCONN);
-	if (rv)
-		goto err_sock;
-	trdma_key_set_listener(trdma_listen);
 	return 0;
 
-err_sock:
-	sock_release(trdma_listen);
-	trdma_listen = NULL;
-	pr_err("trdma: cannot listen on TCP port %u: %d\n", trdma_port, rv);
-err_accept_wq:
-	destroy_workqueue(trdma_accept_wq);
 err_dial_wq:
 	destroy_workqueue(trdma_dial_wq);
 err_wq:
@@ -1118,27 +1200,15 @@ err_wq:
 	return rv;
 }
 
+/* Every namespace's listener is gone (trdma_net_lock's last user). */
 void trdma_cm_exit(void)
 {
-	struct trdma_pending *p, *next;
-
-	write_lock_bh(&trdma_listen->sk->sk_callback_lock);
-	trdma_listen->sk->sk_data_ready = trdma_listen_saved_data_ready;
-	write_unlock_bh(&trdma_listen->sk->sk_callback_lock);
-	cancel_work_sync(&trdma_accept_work);
-	trdma_key_set_listener(NULL);
-	kernel_sock_shutdown(trdma_listen, SHUT_RDWR);
-	sock_release(trdma_listen);
-
 	mutex_lock(&trdma_pending_lock);
 	trdma_cm_stopping = true;
 	mutex_unlock(&trdma_pending_lock);
 	cancel_delayed_work_sync(&trdma_pending_work);
-	mutex_lock(&trdma_pending_lock);
-	list_for_each_entry_safe(p, next, &trdma_pending_list, list)
-		trdma_pending_close(p);
-	mutex_unlock(&trdma_pending_lock);
-	trdma_closing_flush();
+	trdma_pending_close_net(NULL);
+	trdma_closing_flush(NULL);
 	destroy_workqueue(trdma_accept_wq);
 	destroy_workqueue(trdma_dial_wq);
 	destroy_workqueue(trdma_wq);

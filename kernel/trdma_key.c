@@ -9,9 +9,10 @@
  *
  * - Dialing, the connection's socket gets the key for the peer's address
  *   before connect(): even its SYN is signed.
- * - Accepting, the one listener (trdma_cm.c, every device's) holds a key
- *   for each address a keyed device's QP waits for, from the QP's RTR to
- *   its destruction (refcounted per address: trdma_key_peer).  TCP drops
+ * - Accepting, the listener of the device's network namespace (trdma_cm.c,
+ *   the listener of every device there) holds a key for each address a
+ *   keyed device's QP waits for, from the QP's RTR to its destruction
+ *   (refcounted per namespace and address: trdma_key_peer).  TCP drops
  *   any segment from such an address without the right signature, and a
  *   signed one from an address it holds no key for; the kernel counts both
  *   (TcpExtTCPMD5Failure, TCPMD5NotFound, TCPMD5Unexpected).  An accepted
@@ -21,16 +22,19 @@
  *   address no keyed QP waits for gets a TCP connection, as with any
  *   listener, but no QP.
  *
- * The listener can hold one key per peer address: a second keyed device
- * with another key for the same peer address cannot wait for it (its QPs
+ * A listener can hold one key per peer address: a second keyed device of
+ * the same namespace with another key for the same peer address cannot
+ * wait for it (its QPs
  * are refused that peer, logged).  Keys change for new connections only;
  * connections up keep the key they were set up with.  The trdma TCP option
  * is left off keyed connections: RFC 2385 signs the TCP header's data
  * offset, which the option hook changes after TCP signed the segment.
  *
  * Locking: trdma_key_lock (a mutex: setsockopt sleeps) protects the peer
- * list, every QP's key_peer and the listener's keys; the device's key
- * itself is under its knob_lock.
+ * list, every QP's key_peer and the listeners' keys; the device's key
+ * itself is under its knob_lock.  A listener outlives the keys it holds:
+ * it stays while its namespace has a device (struct trdma_net), and a
+ * device's QPs, which hold the keys, go before the device.
  */
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -51,7 +55,6 @@ struct trdma_key_peer {
 
 static DEFINE_MUTEX(trdma_key_lock);		/* see above */
 static LIST_HEAD(trdma_key_peers);		/* under trdma_key_lock */
-static struct socket *trdma_key_listen;	/* set while the listener is */
 
 /* Copies the device's key to key; its length, 0 when it has none. */
 static u8 trdma_key_read(struct trdma_dev *tdev, u8 *key)
@@ -137,8 +140,8 @@ static void trdma_key_peer_uninstall(struct trdma_key_peer *kp)
 {
 	static const u8 none[1];
 
-	if (kp->installed && trdma_key_listen)
-		trdma_key_sockopt(trdma_key_listen, &kp->addr, none, 0);
+	if (kp->installed && kp->tdev->tnet->listen)
+		trdma_key_sockopt(kp->tdev->tnet->listen, &kp->addr, none, 0);
 	kp->installed = false;
 }
 
@@ -152,8 +155,8 @@ static int trdma_key_peer_install(struct trdma_key_peer *kp,
 
 	if (!len) {
 		trdma_key_peer_uninstall(kp);
-	} else if (trdma_key_listen) {
-		rv = trdma_key_sockopt(trdma_key_listen, &kp->addr, key, len);
+	} else if (tdev->tnet->listen) {
+		rv = trdma_key_sockopt(tdev->tnet->listen, &kp->addr, key, len);
 		kp->installed = !rv;
 	}
 	memzero_explicit(key, sizeof(key));
@@ -193,7 +196,8 @@ void trdma_key_qp_rtr(struct trdma_qp *qp)
 	if (!trdma_key_on(tdev))
 		goto out;
 	list_for_each_entry(kp, &trdma_key_peers, list) {
-		if (!ipv6_addr_equal(&kp->addr, addr))
+		if (kp->tdev->tnet != tdev->tnet ||
+		    !ipv6_addr_equal(&kp->addr, addr))
 			continue;
 		if (kp->tdev != tdev) {
 			rv = -EBUSY;
@@ -256,12 +260,4 @@ int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len)
 			trdma_key_peer_install(kp, tdev);
 	mutex_unlock(&trdma_key_lock);
 	return 0;
-}
-
-/* The listener trdma_cm.c accepts on; NULL when it goes away. */
-void trdma_key_set_listener(struct socket *sock)
-{
-	mutex_lock(&trdma_key_lock);
-	trdma_key_listen = sock;
-	mutex_unlock(&trdma_key_lock);
 }

@@ -3,15 +3,18 @@
  * trdma: RDMA verbs over the kernel's TCP stack.
  *
  * Module set-up: the "trdma" rdma link type, one ib_device per bound netdev,
- * and the netdev notifier that keeps each port's state in step with its
- * netdev.
+ * the netdev notifier that keeps each port's state in step with its
+ * netdev, and what trdma has in each network namespace (struct trdma_net).
  */
 #include <linux/ctype.h>
+#include <linux/delay.h>
 #include <linux/if_arp.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/rtnetlink.h>
 #include <net/addrconf.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
 #include <rdma/ib_cache.h>
 #include <rdma/rdma_netlink.h>
 
@@ -104,18 +107,21 @@ static struct trdma_dev *trdma_find_dev_locked(struct net_device *ndev)
 }
 
 /*
- * The registered trdma device that has gid in its GID table, with a
- * reference (ib_device_put), or NULL.  Any context: the datagram receive
- * path (softirq) and the accepting side of connections.
+ * The registered trdma device of network namespace net that has gid in its
+ * GID table, with a reference (ib_device_put), or NULL.  A device of
+ * another namespace is never found: the same address may be another
+ * host's there.  Any context: the datagram receive path (softirq) and the
+ * accepting side of connections.
  */
-struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid)
+struct trdma_dev *trdma_dev_get_by_gid(const struct net *net,
+				       const union ib_gid *gid)
 {
 	const struct ib_gid_attr *attr;
 	struct trdma_dev *tdev, *found = NULL;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(tdev, &trdma_dev_list, list) {
-		if (READ_ONCE(tdev->netdev_gone) ||
+		if (!net_eq(tdev->net, net) || READ_ONCE(tdev->netdev_gone) ||
 		    !ib_device_try_get(&tdev->ibdev))
 			continue;
 		attr = rdma_find_gid_by_port(&tdev->ibdev, gid,
@@ -130,6 +136,67 @@ struct trdma_dev *trdma_dev_get_by_gid(const union ib_gid *gid)
 	}
 	rcu_read_unlock();
 	return found;
+}
+
+/*
+ * Per network namespace state (struct trdma_net, net_generic storage).
+ *
+ * trdma_net_lock protects every trdma_net's users and what it holds; it
+ * is taken by newlink and dealloc_driver, outside trdma_dev_lock, and
+ * nothing that waits for the RDMA core is called with it held.
+ */
+static unsigned int trdma_net_id;
+static DEFINE_MUTEX(trdma_net_lock);
+
+static void trdma_net_down_locked(struct trdma_net *tnet)
+{
+	lockdep_assert_held(&trdma_net_lock);
+	trdma_tcpopt_net_down(tnet);
+	trdma_ud_net_down(tnet);
+	trdma_cm_net_down(tnet);
+}
+
+/*
+ * A device's netdev is in net: the device takes a count on its namespace's
+ * state, which the first one sets up.  Process context.
+ */
+static int trdma_net_get(struct trdma_dev *tdev, struct net *net)
+{
+	struct trdma_net *tnet = net_generic(net, trdma_net_id);
+	int rv = 0;
+
+	mutex_lock(&trdma_net_lock);
+	if (!tnet->users++) {
+		tnet->net = net;
+		rv = trdma_cm_net_up(tnet);
+		if (!rv)
+			rv = trdma_ud_net_up(tnet);
+		if (!rv)
+			rv = trdma_tcpopt_net_up(tnet);
+		if (rv) {
+			trdma_net_down_locked(tnet);
+			tnet->users--;
+		}
+	}
+	mutex_unlock(&trdma_net_lock);
+	if (rv)
+		return rv;
+	tdev->net = net;
+	tdev->tnet = tnet;
+	return 0;
+}
+
+/* The device is gone; the last one of its namespace tears its state down. */
+static void trdma_net_put(struct trdma_dev *tdev)
+{
+	struct trdma_net *tnet = tdev->tnet;
+
+	if (!tnet)
+		return;
+	mutex_lock(&trdma_net_lock);
+	if (!--tnet->users)
+		trdma_net_down_locked(tnet);
+	mutex_unlock(&trdma_net_lock);
 }
 
 static ssize_t hca_type_show(struct device *device,
@@ -328,6 +395,8 @@ static void trdma_dealloc_driver(struct ib_device *ibdev)
 	/* No lookup still looks at it (trdma_dev_get_by_gid). */
 	synchronize_rcu();
 
+	/* Its QPs, and with them their connections, are gone. */
+	trdma_net_put(tdev);
 	netdev_put(tdev->netdev, &tdev->netdev_tracker);
 	WARN_ON(!xa_empty(&tdev->mr_xa) || !xa_empty(&tdev->qp_xa) ||
 		!xa_empty(&tdev->ah_xa));
@@ -440,13 +509,28 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 	xa_init_flags(&tdev->qp_xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);
 	xa_init_flags(&tdev->ah_xa, XA_FLAGS_ALLOC1 | XA_FLAGS_LOCK_IRQ);
 
+	/*
+	 * The netdev's namespace: the caller's, where the RDMA core looked
+	 * it up.  Its listener and datagram sockets are up from here on.
+	 */
+	rv = trdma_net_get(tdev, dev_net(ndev));
+	if (rv)
+		goto err_put;
+
 	mutex_lock(&trdma_dev_lock);
-	if (trdma_find_dev_locked(ndev)) {
+	/*
+	 * An unregistering netdev has had (or is having) its
+	 * NETDEV_UNREGISTER, which could not find us.
+	 */
+	rv = READ_ONCE(ndev->reg_state) != NETREG_REGISTERED ? -ENODEV :
+	     trdma_find_dev_locked(ndev) ? -EEXIST : 0;
+	if (rv) {
 		mutex_unlock(&trdma_dev_lock);
-		pr_err("trdma: %s already has a trdma device\n", ndev->name);
-		netdev_put(ndev, &tdev->netdev_tracker);
-		ib_dealloc_device(ibdev);
-		return -EEXIST;
+		if (rv == -EEXIST)
+			pr_err("trdma: %s already has a trdma device\n",
+			       ndev->name);
+		trdma_net_put(tdev);
+		goto err_put;
 	}
 	list_add_tail_rcu(&tdev->list, &trdma_dev_list);
 	mutex_unlock(&trdma_dev_lock);
@@ -506,6 +590,11 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 err_dealloc:
 	ib_dealloc_device(ibdev);
 	return rv;
+
+err_put:
+	netdev_put(ndev, &tdev->netdev_tracker);
+	ib_dealloc_device(ibdev);
+	return rv;
 }
 
 static struct rdma_link_ops trdma_link_ops = {
@@ -558,23 +647,60 @@ static struct notifier_block trdma_netdev_nb = {
 	.notifier_call = trdma_netdev_event,
 };
 
-/* Unregister every device; the caller has stopped new links. */
-static void trdma_remove_all(void)
+/*
+ * Unregister every device of net (NULL: every device; the caller has
+ * stopped new links).  A device still being registered is not yet
+ * unregistered by ib_unregister_device(): its newlink removes it, for its
+ * netdev is gone (netdev_gone); it is waited for.
+ */
+static void trdma_remove_all(const struct net *net)
 {
-	struct trdma_dev *tdev;
+	struct trdma_dev *tdev, *last = NULL;
 
 	mutex_lock(&trdma_dev_lock);
-	while ((tdev = list_first_entry_or_null(&trdma_dev_list,
-						struct trdma_dev, list))) {
+	for (;;) {
+		list_for_each_entry(tdev, &trdma_dev_list, list)
+			if (!net || net_eq(tdev->net, net))
+				break;
+		if (list_entry_is_head(tdev, &trdma_dev_list, list))
+			break;
 		/* Keep the memory while unregistering unlocked. */
 		get_device(&tdev->ibdev.dev);
 		mutex_unlock(&trdma_dev_lock);
+		if (tdev == last)
+			msleep(20);
 		ib_unregister_device(&tdev->ibdev);
 		put_device(&tdev->ibdev.dev);
+		last = tdev;
 		mutex_lock(&trdma_dev_lock);
 	}
 	mutex_unlock(&trdma_dev_lock);
 }
+
+/*
+ * A network namespace goes away.  Its netdevs are gone or left for
+ * init_net (the device exits ran first), so each of its trdma devices
+ * is being removed (trdma_netdev_event()); this waits for them, which
+ * destroys their QPs, then releases what their connections left behind.
+ * Nothing of trdma may outlive the namespace: its sockets hold no
+ * reference on it.
+ */
+static void __net_exit trdma_net_exit(struct net *net)
+{
+	struct trdma_net *tnet = net_generic(net, trdma_net_id);
+
+	trdma_remove_all(net);
+	trdma_cm_net_flush(net);
+	mutex_lock(&trdma_net_lock);
+	WARN_ON(tnet->users || tnet->listen || tnet->ud_sock4 || tnet->hooks);
+	mutex_unlock(&trdma_net_lock);
+}
+
+static struct pernet_operations trdma_net_ops = {
+	.exit = trdma_net_exit,
+	.id = &trdma_net_id,
+	.size = sizeof(struct trdma_net),
+};
 
 static int __init trdma_init(void)
 {
@@ -584,24 +710,19 @@ static int __init trdma_init(void)
 	rv = trdma_cm_init();
 	if (rv)
 		return rv;
-	rv = trdma_tcpopt_init();
+	rv = register_pernet_subsys(&trdma_net_ops);
 	if (rv)
 		goto err_cm;
-	rv = trdma_ud_init();
-	if (rv)
-		goto err_tcpopt;
 	rv = register_netdevice_notifier(&trdma_netdev_nb);
 	if (rv)
-		goto err_ud;
+		goto err_pernet;
 
 	rdma_link_register(&trdma_link_ops);
 	pr_info("trdma: loaded, ABI %u\n", TRDMA_ABI_VERSION);
 	return 0;
 
-err_ud:
-	trdma_ud_exit();
-err_tcpopt:
-	trdma_tcpopt_exit();
+err_pernet:
+	unregister_pernet_subsys(&trdma_net_ops);
 err_cm:
 	trdma_cm_exit();
 	return rv;
@@ -610,10 +731,9 @@ err_cm:
 static void __exit trdma_exit(void)
 {
 	rdma_link_unregister(&trdma_link_ops);
-	trdma_remove_all();
+	trdma_remove_all(NULL);
 	unregister_netdevice_notifier(&trdma_netdev_nb);
-	trdma_ud_exit();
-	trdma_tcpopt_exit();
+	unregister_pernet_subsys(&trdma_net_ops);
 	trdma_cm_exit();
 	pr_info("trdma: unloaded\n");
 }

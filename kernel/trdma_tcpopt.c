@@ -362,20 +362,29 @@ static const struct nf_hook_ops trdma_tcpopt_ops[] = {
 	},
 };
 
-/* trdma's sockets live in init_net (trdma_cm.c). */
-int trdma_tcpopt_init(void)
+/*
+ * The hook goes where trdma's sockets are: in each network namespace that
+ * has a trdma device, from its first device to its last.  Under
+ * trdma_net_lock.
+ */
+int trdma_tcpopt_net_up(struct trdma_net *tnet)
 {
+	int rv;
+
 	if (!trdma_tcpopt_enabled)
 		return 0;
-	return nf_register_net_hooks(&init_net, trdma_tcpopt_ops,
-				     ARRAY_SIZE(trdma_tcpopt_ops));
+	rv = nf_register_net_hooks(tnet->net, trdma_tcpopt_ops,
+				   ARRAY_SIZE(trdma_tcpopt_ops));
+	tnet->hooks = !rv;
+	return rv;
 }
 
-void trdma_tcpopt_exit(void)
+void trdma_tcpopt_net_down(struct trdma_net *tnet)
 {
-	if (trdma_tcpopt_enabled)
-		nf_unregister_net_hooks(&init_net, trdma_tcpopt_ops,
+	if (tnet->hooks)
+		nf_unregister_net_hooks(tnet->net, trdma_tcpopt_ops,
 					ARRAY_SIZE(trdma_tcpopt_ops));
+	tnet->hooks = false;
 }
 
 /*

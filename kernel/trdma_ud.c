@@ -5,10 +5,11 @@
  * A UD send is one UDP datagram (docs/wire.md): from the address of the
  * AH's source GID to port ud_port of the address its destination GID
  * names, through one kernel UDP socket per address family shared by every
- * trdma device.  UDP rather than a stream per pair of hosts: UD is
- * unreliable and unordered, so a datagram lost or queued never holds up
- * another, and none of it shares a socket, a lock or a queue with the RC
- * connections.  Not UDP port 4791, which rdma_rxe and RoCE NICs own.
+ * trdma device of a network namespace (struct trdma_net).  UDP rather
+ * than a stream per pair of hosts: UD is unreliable and unordered, so a
+ * datagram lost or queued never holds up another, and none of it shares a
+ * socket, a lock or a queue with the RC connections.  Not UDP port 4791,
+ * which rdma_rxe and RoCE NICs own.
  *
  * The sending side runs in process context, as the holder of the QP's
  * tx_mutex: the poster's doorbell for a user QP, the QP's tx_work for a
@@ -43,10 +44,6 @@
 static ushort trdma_ud_port = TRDMA_DEFAULT_UD_PORT;
 module_param_named(ud_port, trdma_ud_port, ushort, 0444);
 MODULE_PARM_DESC(ud_port, "UDP port of UD and QP1 datagrams (4792)");
-
-/* The datagram sockets: set at load, released at unload. */
-static struct socket *trdma_ud_sock4;
-static struct socket *trdma_ud_sock6;	/* NULL without IPv6 */
 
 /* Largest UD payload on the device's port: its active MTU. */
 u32 trdma_ud_mtu(struct trdma_dev *tdev)
@@ -171,7 +168,8 @@ static bool trdma_ud_dest(struct trdma_qp *qp, u32 ah_num,
  * Sends one datagram of len bytes from buf, from d->saddr (IP_PKTINFO /
  * IPV6_PKTINFO) to port ud_port of d->daddr.  Never blocks.
  */
-static int trdma_ud_xmit(const struct trdma_ud_dest *d, void *buf, u32 len)
+static int trdma_ud_xmit(struct trdma_net *tnet, const struct trdma_ud_dest *d,
+			 void *buf, u32 len)
 {
 	struct kvec iov = { .iov_base = buf, .iov_len = len };
 	union {
@@ -192,7 +190,7 @@ static int trdma_ud_xmit(const struct trdma_ud_dest *d, void *buf, u32 len)
 	if (ipv6_addr_v4mapped(&d->daddr)) {
 		struct in_pktinfo *pi = CMSG_DATA(&ctl.hdr);
 
-		sock = trdma_ud_sock4;
+		sock = tnet->ud_sock4;
 		to.v4.sin_family = AF_INET;
 		to.v4.sin_port = htons(trdma_ud_port);
 		to.v4.sin_addr.s_addr = d->daddr.s6_addr32[3];
@@ -206,7 +204,7 @@ static int trdma_ud_xmit(const struct trdma_ud_dest *d, void *buf, u32 len)
 		struct in6_pktinfo *pi = CMSG_DATA(&ctl.hdr);
 		bool ll = ipv6_addr_type(&d->daddr) & IPV6_ADDR_LINKLOCAL;
 
-		sock = trdma_ud_sock6;
+		sock = tnet->ud_sock6;
 		if (!sock)
 			return -EAFNOSUPPORT;
 		to.v6.sin6_family = AF_INET6;
@@ -265,7 +263,7 @@ static enum ib_wc_status trdma_ud_send(struct trdma_qp *qp,
 	if (rv)
 		return IB_WC_LOC_PROT_ERR;
 
-	rv = trdma_ud_xmit(&d, qp->ud_buf, hlen + len);
+	rv = trdma_ud_xmit(qp->tdev->tnet, &d, qp->ud_buf, hlen + len);
 	if (rv < 0) {
 		trdma_count(qp->tdev, TRDMA_CNT_UD_TX_DROPPED, 1);
 		ibdev_dbg_ratelimited(&qp->tdev->ibdev,
@@ -443,7 +441,8 @@ static int trdma_ud_recv(struct sock *sk, struct sk_buff *skb)
 	bool ipv6;
 
 	ipv6 = trdma_ud_grh(skb, grh, &dgid);
-	tdev = trdma_dev_get_by_gid(&dgid);
+	/* Only a device of the socket's namespace. */
+	tdev = trdma_dev_get_by_gid(sock_net(sk), &dgid);
 	if (!tdev)
 		goto out;
 
@@ -481,7 +480,7 @@ out:
 	return 0;
 }
 
-static struct socket *trdma_ud_sock_create(bool ipv6)
+static struct socket *trdma_ud_sock_create(struct net *net, bool ipv6)
 {
 	struct udp_tunnel_sock_cfg tcfg = {
 		.encap_type = 1,
@@ -504,41 +503,49 @@ static struct socket *trdma_ud_sock_create(bool ipv6)
 		cfg.local_ip.s_addr = htonl(INADDR_ANY);
 		cfg.use_udp_checksums = 1;
 	}
-	rv = udp_sock_create(&init_net, &cfg, &sock);
+	rv = udp_sock_create(net, &cfg, &sock);
 	if (rv)
 		return ERR_PTR(rv);
-	setup_udp_tunnel_sock(&init_net, sock, &tcfg);
+	setup_udp_tunnel_sock(net, sock, &tcfg);
 	return sock;
 }
 
-int trdma_ud_init(void)
+/* The first device of a namespace: its sockets.  Under trdma_net_lock. */
+int trdma_ud_net_up(struct trdma_net *tnet)
 {
 	struct socket *sock;
 
-	sock = trdma_ud_sock_create(false);
+	sock = trdma_ud_sock_create(tnet->net, false);
 	if (IS_ERR(sock)) {
 		pr_err("trdma: no UDP port %u for datagrams (%ld); set ud_port\n",
 		       trdma_ud_port, PTR_ERR(sock));
 		return PTR_ERR(sock);
 	}
-	trdma_ud_sock4 = sock;
+	tnet->ud_sock4 = sock;
 
-	sock = trdma_ud_sock_create(true);
+	sock = trdma_ud_sock_create(tnet->net, true);
 	if (IS_ERR(sock)) {
 		/* Without IPv6 in the kernel, IPv4 datagrams still work. */
 		pr_warn("trdma: no IPv6 UDP port %u for datagrams (%ld)\n",
 			trdma_ud_port, PTR_ERR(sock));
 		sock = NULL;
 	}
-	trdma_ud_sock6 = sock;
+	tnet->ud_sock6 = sock;
 	return 0;
 }
 
-void trdma_ud_exit(void)
+/*
+ * The last device of the namespace is gone, and with it every QP that
+ * could send.  Under trdma_net_lock.
+ */
+void trdma_ud_net_down(struct trdma_net *tnet)
 {
-	if (trdma_ud_sock6)
-		udp_tunnel_sock_release(trdma_ud_sock6);
-	udp_tunnel_sock_release(trdma_ud_sock4);
+	if (tnet->ud_sock6)
+		udp_tunnel_sock_release(tnet->ud_sock6);
+	if (tnet->ud_sock4)
+		udp_tunnel_sock_release(tnet->ud_sock4);
+	tnet->ud_sock4 = NULL;
+	tnet->ud_sock6 = NULL;
 	/* A receive that found a socket before its release has returned. */
 	synchronize_rcu();
 }
