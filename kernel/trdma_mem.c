@@ -773,6 +773,13 @@ int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote)
 	rv = trdma_mw_inv(qp, key, remote);
 	if (rv != -ENOENT)
 		return rv;
+	/*
+	 * A user's LOCAL_INV names windows only: its lookup below would take
+	 * a reference to whatever MR the index names, which could make a
+	 * kernel consumer's REG_MR fail.
+	 */
+	if (qp->is_user && !remote)
+		return -EACCES;
 	rv = -EACCES;
 	mr = trdma_fr_get(qp, key, remote);
 	if (!mr)

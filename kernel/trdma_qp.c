@@ -475,7 +475,8 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 	}
 	/*
 	 * Fast registration: the kernel's MRs only; memory windows: user
-	 * QPs only.  LOCAL_INV: either (a user QP's PD has no fast-reg MR).
+	 * QPs only.  LOCAL_INV: either (a user QP's invalidates type-2
+	 * windows only, trdma_fr_inv()).
 	 */
 	if ((sqe->opcode == TRDMA_SQE_REG_MR && qp->is_user) ||
 	    (sqe->opcode == IB_UVERBS_WR_BIND_MW && !qp->is_user))
@@ -535,9 +536,9 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 		memset(swi, 0, sizeof(*swi));
 		status = trdma_sqe_check(qp, sqe, &swi->len);
 		/*
-		 * REG_MR, BIND_MW and LOCAL_INV take effect here, in SQ order with
-		 * the intake checks of the WQEs after them, which may use
-		 * the key just registered; they complete in order when the
+		 * REG_MR, BIND_MW and LOCAL_INV take effect here, in SQ
+		 * order with the intake checks of the WQEs after them, which
+		 * may use the key just registered; they complete in order when the
 		 * transmitter passes them (trdma_tx_req_seg()).
 		 */
 		if (status == IB_WC_SUCCESS &&

@@ -369,7 +369,7 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 		struct trdma_sqe *sqe = trdma_swq_slot(qp, i);
 		s32 d = (s32)(msn - swi->msn);
 
-		/* REG_MR, LOCAL_INV: done once the transmitter passed them. */
+		/* REG_MR, BIND_MW, LOCAL_INV: done once the transmitter passed. */
 		if (trdma_sqe_is_local(sqe)) {
 			if (!swi->done)
 				break;
