@@ -106,6 +106,8 @@ enum trdma_counter {
 	TRDMA_CNT_FAST_REG,
 	TRDMA_CNT_LOCAL_INV,
 	TRDMA_CNT_REMOTE_INV,
+	TRDMA_CNT_MW_BIND,
+	TRDMA_CNT_MW_INV,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -266,6 +268,34 @@ struct trdma_mr {
 	refcount_t ref;
 	struct completion released;
 	struct rcu_head rcu;
+	/*
+	 * Memory windows.  A window is a trdma_mr of its own in mr_xa (its
+	 * index is its rkey's upper 24 bits) whose key stays 0, so that
+	 * trdma_mr_get() never returns it: a window's rkey is no lkey.  Its
+	 * state is under fr_lock: mw_key (the rkey in effect, 0 while
+	 * unbound: a type-1 window that was never bound or was bound with
+	 * length 0, a type-2 window that is free), mw_mr (the MR it is
+	 * bound to, whose reference it holds), mw_qpn (type 2: the QP it is
+	 * bound to), and iova, length and access of the binding.
+	 * trdma_rkey_get() resolves a window's rkey, under the window's
+	 * fr_lock, to its MR, taking a reference on that MR.
+	 *
+	 * On an MR, num_mw counts the windows bound to it and dying is set
+	 * by dereg when none is; both under the MR's fr_lock, which is never
+	 * taken with a window's fr_lock held (nor the other way round).
+	 */
+	u8 mw_type;		/* 0: an MR; IB_MW_TYPE_1 or IB_MW_TYPE_2 */
+	u32 mw_key;
+	u32 mw_qpn;
+	struct trdma_mr *mw_mr;
+	u32 num_mw;
+	bool dying;
+};
+
+/* A memory window: the ib_mw and its trdma_mr in mr_xa (see above). */
+struct trdma_mw {
+	struct ib_mw ibmw;
+	struct trdma_mr *m;
 };
 
 /*
@@ -625,6 +655,11 @@ static inline struct trdma_mr *to_tmr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct trdma_mr, ibmr);
 }
 
+static inline struct trdma_mw *to_tmw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct trdma_mw, ibmw);
+}
+
 static inline struct trdma_cq *to_tcq(struct ib_cq *ibcq)
 {
 	return container_of(ibcq, struct trdma_cq, ibcq);
@@ -728,6 +763,10 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
 struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off);
 enum ib_wc_status trdma_fr_reg(struct trdma_qp *qp, u32 key, int access);
 int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote);
+struct trdma_mr *trdma_rkey_get(struct trdma_qp *qp, u32 key, u64 va,
+				u64 len, int access);
+enum ib_wc_status trdma_mw_bind(struct trdma_qp *qp,
+				const struct trdma_sqe *sqe);
 
 /* trdma_cm.c */
 int trdma_cm_init(void);

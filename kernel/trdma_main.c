@@ -421,6 +421,8 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.create_srq = trdma_create_srq,
 	.create_user_ah = trdma_create_ah,
 	.dealloc_driver = trdma_dealloc_driver,
+	.alloc_mw = trdma_alloc_mw,
+	.dealloc_mw = trdma_dealloc_mw,
 	.dealloc_pd = trdma_dealloc_pd,
 	.dealloc_ucontext = trdma_dealloc_ucontext,
 	.dereg_mr = trdma_dereg_mr,
@@ -456,6 +458,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, trdma_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, trdma_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, trdma_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, trdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, trdma_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, trdma_srq, ibsrq),

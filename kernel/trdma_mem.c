@@ -313,7 +313,7 @@ struct ib_mr *trdma_get_dma_mr(struct ib_pd *ibpd, int access)
 
 #define TRDMA_MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
 			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | \
-			 IB_ACCESS_RELAXED_ORDERING)
+			 IB_ACCESS_MW_BIND | IB_ACCESS_RELAXED_ORDERING)
 
 struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 iova, int access, struct ib_udata *udata)
@@ -350,10 +350,261 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	return &mr->ibmr;
 }
 
+/* Refused with -EBUSY while a memory window is bound to the MR. */
 int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
-	trdma_mr_free(to_tdev(ibmr->device), to_tmr(ibmr));
+	struct trdma_mr *mr = to_tmr(ibmr);
+	unsigned long flags;
+	bool busy;
+
+	spin_lock_irqsave(&mr->fr_lock, flags);
+	busy = mr->num_mw;
+	if (!busy)
+		mr->dying = true;
+	spin_unlock_irqrestore(&mr->fr_lock, flags);
+	if (busy)
+		return -EBUSY;
+	trdma_mr_free(to_tdev(ibmr->device), mr);
 	return 0;
+}
+
+#define TRDMA_REMOTE_ACCESS (IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE | \
+			     IB_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * Memory windows (type 1 and type 2B).  A window is a trdma_mr in mr_xa
+ * that trdma_mr_get() never returns (struct trdma_mr says how); its rkey
+ * is resolved by trdma_rkey_get() only.  Windows count against max_mr.
+ *
+ * Locking: a window's state is under its fr_lock, an MR's num_mw and
+ * dying under the MR's fr_lock; no path holds both.  A bind reserves its
+ * MR (num_mw, a reference) before it takes the window's lock, and the MR
+ * a window leaves is released after the window's lock is dropped.
+ */
+int trdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
+{
+	struct trdma_mw *mw = to_tmw(ibmw);
+	struct trdma_mr *w;
+
+	if (ibmw->type != IB_MW_TYPE_1 && ibmw->type != IB_MW_TYPE_2)
+		return -EINVAL;
+	w = trdma_mr_alloc(ibmw->pd, 0, 0, 0);
+	if (IS_ERR(w))
+		return PTR_ERR(w);
+	/* No key finds it as an MR; mw_key 0: unbound (type 2: free). */
+	w->key = 0;
+	w->mw_type = ibmw->type;
+	w->ibmr.pd = ibmw->pd;
+	ibmw->rkey = w->ibmr.rkey;
+	mw->m = w;
+	trdma_mr_publish(to_tdev(ibmw->device), w);
+	return 0;
+}
+
+/* Takes mr for a window: one more bound window and a reference. */
+static bool trdma_mw_reserve(struct trdma_mr *mr)
+{
+	unsigned long flags;
+	bool ok;
+
+	spin_lock_irqsave(&mr->fr_lock, flags);
+	ok = !mr->dying;
+	if (ok)
+		mr->num_mw++;
+	spin_unlock_irqrestore(&mr->fr_lock, flags);
+	return ok;
+}
+
+/* Gives back what trdma_mw_reserve() took, and the lookup's reference. */
+static void trdma_mw_release(struct trdma_mr *mr)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&mr->fr_lock, flags);
+	mr->num_mw--;
+	spin_unlock_irqrestore(&mr->fr_lock, flags);
+	trdma_mr_put(mr);
+}
+
+/* Unbinds window w for good; its MR is then free to go. */
+int trdma_dealloc_mw(struct ib_mw *ibmw)
+{
+	struct trdma_mr *w = to_tmw(ibmw)->m;
+	struct trdma_mr *old;
+	unsigned long flags;
+
+	spin_lock_irqsave(&w->fr_lock, flags);
+	old = w->mw_mr;
+	w->mw_mr = NULL;
+	w->mw_key = 0;
+	/* No bind after this one. */
+	w->dying = true;
+	spin_unlock_irqrestore(&w->fr_lock, flags);
+	if (old)
+		trdma_mw_release(old);
+	/* Lookups under RCU may still lock w: it is freed after a grace. */
+	trdma_mr_free(to_tdev(ibmw->device), w);
+	return 0;
+}
+
+/*
+ * The MR an rkey names, referenced, if key lets qp access [va, va + len)
+ * with access; NULL otherwise.  key may be an MR's key or, for remote
+ * access, a bound window's rkey: then the window's PD, QP (type 2), rights
+ * and range are checked, and the MR the window is bound to is returned.
+ */
+struct trdma_mr *trdma_rkey_get(struct trdma_qp *qp, u32 key, u64 va,
+				u64 len, int access)
+{
+	struct trdma_pd *pd = to_tpd(qp->ibqp.pd);
+	struct trdma_mr *mr, *w;
+	unsigned long flags;
+	u64 end;
+
+	mr = trdma_mr_get(qp->tdev, key);
+	if (mr) {
+		if (!trdma_mr_check(mr, pd, va, len, access))
+			return mr;
+		trdma_mr_put(mr);
+		return NULL;
+	}
+	if (!(access & TRDMA_REMOTE_ACCESS) || !key)
+		return NULL;
+
+	rcu_read_lock();
+	w = xa_load(&qp->tdev->mr_xa, key >> TRDMA_KEY_BITS);
+	if (w && w->mw_type) {
+		spin_lock_irqsave(&w->fr_lock, flags);
+		if (w->mw_key == key && w->mw_mr &&
+		    (w->mw_type == IB_MW_TYPE_1 ||
+		     w->mw_qpn == qp->ibqp.qp_num) &&
+		    w->ibmr.pd == &pd->ibpd &&
+		    (w->access & access) == access &&
+		    !check_add_overflow(va, len, &end) &&
+		    va >= w->iova && end <= w->iova + w->length) {
+			/* Held by the window: alive. */
+			mr = w->mw_mr;
+			refcount_inc(&mr->ref);
+		}
+		spin_unlock_irqrestore(&w->fr_lock, flags);
+	}
+	rcu_read_unlock();
+	return mr;
+}
+
+/*
+ * A BIND_MW send WQE (the kernel's copy, see struct trdma_sqe_bind) of a
+ * user QP, at the send queue's intake, under qp->lock.  The rules of the
+ * IB spec: the window, the MR and the QP share one PD (C10-72); the MR
+ * allows binding (C10-73) and local write if the window allows remote
+ * write or atomics (C10-74); the window lies inside the MR (C10-75); a
+ * type-2 window is bound only when free (o10-37.2.30) and to a non-empty
+ * range (o10-37.2.40), and only its QP reaches it.  Zero-based windows
+ * are not offered.  Returns the completion status.
+ */
+enum ib_wc_status trdma_mw_bind(struct trdma_qp *qp,
+				const struct trdma_sqe *sqe)
+{
+	struct trdma_pd *pd = to_tpd(qp->ibqp.pd);
+	u32 key = sqe->rkey, new_key = sqe->imm_data;
+	u64 va = sqe->remote_addr, len = sqe->compare_add, end;
+	int access = sqe->bind.mw_access;
+	struct trdma_mr *w, *mr = NULL, *old = NULL;
+	enum ib_wc_status st = IB_WC_MW_BIND_ERR;
+	unsigned long flags;
+
+	/* The same window under a new key byte; no zero-based window. */
+	if ((new_key >> TRDMA_KEY_BITS) != (key >> TRDMA_KEY_BITS) ||
+	    !(key >> TRDMA_KEY_BITS) ||
+	    (u32)access & ~(u32)(TRDMA_REMOTE_ACCESS | IB_ACCESS_LOCAL_WRITE))
+		return IB_WC_MW_BIND_ERR;
+	access &= TRDMA_REMOTE_ACCESS;
+
+	if (len) {
+		mr = trdma_mr_get(qp->tdev, sqe->bind.mr_lkey);
+		if (!mr)
+			return IB_WC_MW_BIND_ERR;
+		if (mr->fast || !mr->umem || mr->ibmr.pd != &pd->ibpd ||
+		    !(mr->access & IB_ACCESS_MW_BIND) ||
+		    ((access & (IB_ACCESS_REMOTE_WRITE |
+				IB_ACCESS_REMOTE_ATOMIC)) &&
+		     !(mr->access & IB_ACCESS_LOCAL_WRITE)) ||
+		    check_add_overflow(va, len, &end) || va < mr->iova ||
+		    end > mr->iova + mr->length) {
+			trdma_mr_put(mr);
+			return IB_WC_MW_BIND_ERR;
+		}
+		if (!trdma_mw_reserve(mr)) {
+			trdma_mr_put(mr);
+			return IB_WC_MW_BIND_ERR;
+		}
+	}
+
+	rcu_read_lock();
+	w = xa_load(&qp->tdev->mr_xa, key >> TRDMA_KEY_BITS);
+	if (!w || !w->mw_type || w->ibmr.pd != &pd->ibpd)
+		goto out_rcu;
+	spin_lock_irqsave(&w->fr_lock, flags);
+	if (w->dying || w->ibmr.rkey != key)
+		goto out_unlock;
+	if (w->mw_type == IB_MW_TYPE_2 && (!mr || w->mw_mr))
+		goto out_unlock;
+	old = w->mw_mr;
+	w->mw_mr = mr;
+	mr = NULL;
+	w->iova = va;
+	w->length = len;
+	w->access = access;
+	w->mw_qpn = qp->ibqp.qp_num;
+	w->ibmr.rkey = new_key;
+	w->mw_key = w->mw_mr ? new_key : 0;
+	st = IB_WC_SUCCESS;
+out_unlock:
+	spin_unlock_irqrestore(&w->fr_lock, flags);
+out_rcu:
+	rcu_read_unlock();
+	if (mr)
+		trdma_mw_release(mr);
+	if (old)
+		trdma_mw_release(old);
+	if (st == IB_WC_SUCCESS)
+		trdma_count(qp->tdev, TRDMA_CNT_MW_BIND, 1);
+	return st;
+}
+
+/*
+ * Invalidates the type-2 window key names (of the QP's PD; for a remote
+ * invalidation, bound to this QP): LOCAL_INV or a peer's SEND_WITH_INV.
+ * Returns 0, -EACCES, or -ENOENT when key names no window.
+ */
+static int trdma_mw_inv(struct trdma_qp *qp, u32 key, bool remote)
+{
+	struct trdma_mr *w, *old = NULL;
+	unsigned long flags;
+	int rv = -ENOENT;
+
+	rcu_read_lock();
+	w = xa_load(&qp->tdev->mr_xa, key >> TRDMA_KEY_BITS);
+	if (w && w->mw_type) {
+		rv = -EACCES;
+		spin_lock_irqsave(&w->fr_lock, flags);
+		/* A type-1 window is invalidated by a bind only. */
+		if (w->mw_type == IB_MW_TYPE_2 && key && w->mw_key == key &&
+		    w->ibmr.pd == qp->ibqp.pd &&
+		    (!remote || w->mw_qpn == qp->ibqp.qp_num)) {
+			old = w->mw_mr;
+			w->mw_mr = NULL;
+			w->mw_key = 0;
+			rv = 0;
+		}
+		spin_unlock_irqrestore(&w->fr_lock, flags);
+	}
+	rcu_read_unlock();
+	if (old) {
+		trdma_mw_release(old);
+		trdma_count(qp->tdev, TRDMA_CNT_MW_INV, 1);
+	}
+	return rv;
 }
 
 /*
@@ -514,10 +765,23 @@ out:
  */
 int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote)
 {
-	struct trdma_mr *mr = trdma_fr_get(qp, key, remote);
+	struct trdma_mr *mr;
 	unsigned long flags;
-	int rv = -EACCES;
+	int rv;
 
+	/* A window's rkey: the window's rules. */
+	rv = trdma_mw_inv(qp, key, remote);
+	if (rv != -ENOENT)
+		return rv;
+	/*
+	 * A user's LOCAL_INV names windows only: its lookup below would take
+	 * a reference to whatever MR the index names, which could make a
+	 * kernel consumer's REG_MR fail.
+	 */
+	if (qp->is_user && !remote)
+		return -EACCES;
+	rv = -EACCES;
+	mr = trdma_fr_get(qp, key, remote);
 	if (!mr)
 		return -EACCES;
 	spin_lock_irqsave(&mr->fr_lock, flags);

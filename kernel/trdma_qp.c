@@ -41,6 +41,8 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
 		return IB_WC_LOCAL_INV;
 	case TRDMA_SQE_REG_MR:
 		return IB_WC_REG_MR;
+	case IB_UVERBS_WR_BIND_MW:
+		return IB_WC_BIND_MW;
 	default:
 		return IB_WC_SEND;
 	}
@@ -510,8 +512,13 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 		if (*len > trdma_ud_mtu(qp->tdev))
 			return IB_WC_LOC_LEN_ERR;
 	}
-	/* Fast registration and invalidation: the kernel's MRs only. */
-	if (trdma_sqe_is_local(sqe) && qp->is_user)
+	/*
+	 * Fast registration: the kernel's MRs only; memory windows: user
+	 * QPs only.  LOCAL_INV: either (a user QP's invalidates type-2
+	 * windows only, trdma_fr_inv()).
+	 */
+	if ((sqe->opcode == TRDMA_SQE_REG_MR && qp->is_user) ||
+	    (sqe->opcode == IB_UVERBS_WR_BIND_MW && !qp->is_user))
 		return IB_WC_LOC_QP_OP_ERR;
 	if (sqe->flags & TRDMA_WQE_INLINE)
 		return status;
@@ -568,18 +575,23 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 		memset(swi, 0, sizeof(*swi));
 		status = trdma_sqe_check(qp, sqe, &swi->len);
 		/*
-		 * REG_MR and LOCAL_INV take effect here, in SQ order with
-		 * the intake checks of the WQEs after them, which may use
-		 * the key just registered; they complete in order when the
+		 * REG_MR, BIND_MW and LOCAL_INV take effect here, in SQ
+		 * order with the intake checks of the WQEs after them, which
+		 * may use the key just registered; they complete in order when the
 		 * transmitter passes them (trdma_tx_req_seg()).
 		 */
 		if (status == IB_WC_SUCCESS &&
 		    sqe->opcode == TRDMA_SQE_REG_MR)
 			status = trdma_fr_reg(qp, sqe->rkey, sqe->imm_data);
 		else if (status == IB_WC_SUCCESS &&
+			 sqe->opcode == IB_UVERBS_WR_BIND_MW)
+			status = trdma_mw_bind(qp, sqe);
+		else if (status == IB_WC_SUCCESS &&
 			 sqe->opcode == IB_UVERBS_WR_LOCAL_INV &&
 			 trdma_fr_inv(qp, sqe->imm_data, false))
-			status = IB_WC_LOC_PROT_ERR;
+			/* A user's: no type-2 window of its PD has the key. */
+			status = qp->is_user ? IB_WC_LOC_QP_OP_ERR :
+					       IB_WC_LOC_PROT_ERR;
 		swi->status = status;
 		qp->sq_intake++;
 		if (status != IB_WC_SUCCESS) {

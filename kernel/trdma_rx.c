@@ -63,18 +63,15 @@ static int trdma_place_key(struct trdma_qp *qp, u32 key, u64 va, int access,
 			   struct sk_buff *skb, u32 off, u32 n)
 {
 	struct trdma_mr *mr;
-	int rv;
 
 	if (!n)
 		return 0;
-	mr = trdma_mr_get(qp->tdev, key);
+	mr = trdma_rkey_get(qp, key, va, n, access);
 	if (!mr)
 		return -EACCES;
-	rv = trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, n, access);
-	if (!rv)
-		trdma_place(mr, va, skb, off, n);
+	trdma_place(mr, va, skb, off, n);
 	trdma_mr_put(mr);
-	return rv;
+	return 0;
 }
 
 /* Copies len bytes from buf to [va, va + len) of the MR lkey names. */
@@ -121,14 +118,10 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 		return TRDMA_RX_ACCESS;
 	if (va & (sizeof(u64) - 1))
 		return TRDMA_RX_INVAL;
-	mr = trdma_mr_get(qp->tdev, h->rkey);
+	mr = trdma_rkey_get(qp, h->rkey, va, sizeof(u64),
+			    IB_ACCESS_REMOTE_ATOMIC);
 	if (!mr)
 		return TRDMA_RX_ACCESS;
-	if (trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, sizeof(u64),
-			   IB_ACCESS_REMOTE_ATOMIC)) {
-		trdma_mr_put(mr);
-		return TRDMA_RX_ACCESS;
-	}
 	p = kmap_local_page(trdma_mr_page(mr, va, &pg_off));
 	if (h->opcode == TRDMA_OP_COMPARE_SWAP)
 		*orig = cmpxchg64((u64 *)(p + pg_off), h->compare, h->swap_add);
@@ -376,7 +369,7 @@ static void trdma_rx_acked(struct trdma_qp *qp, u32 msn, u8 syndrome)
 		struct trdma_sqe *sqe = trdma_swq_slot(qp, i);
 		s32 d = (s32)(msn - swi->msn);
 
-		/* REG_MR, LOCAL_INV: done once the transmitter passed them. */
+		/* REG_MR, BIND_MW, LOCAL_INV: done once the transmitter passed. */
 		if (trdma_sqe_is_local(sqe)) {
 			if (!swi->done)
 				break;
@@ -434,18 +427,16 @@ static enum trdma_rx_err trdma_rx_check_reth(struct trdma_qp *qp,
 	u64 va = h->va;
 	u32 len = h->dma_len;
 	struct trdma_mr *mr;
-	int rv;
 
 	if (!(qp->attr.qp_access_flags & access))
 		return TRDMA_RX_ACCESS;
 	if (!len)
 		return TRDMA_RX_OK;
-	mr = trdma_mr_get(qp->tdev, h->rkey);
+	mr = trdma_rkey_get(qp, h->rkey, va, len, access);
 	if (!mr)
 		return TRDMA_RX_ACCESS;
-	rv = trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access);
 	trdma_mr_put(mr);
-	return rv ? TRDMA_RX_ACCESS : TRDMA_RX_OK;
+	return TRDMA_RX_OK;
 }
 
 static bool trdma_op_is_send(u8 op)

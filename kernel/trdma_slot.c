@@ -50,17 +50,19 @@ enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
 			return IB_WC_LOC_QP_OP_ERR;
 		break;
 	case IB_UVERBS_WR_LOCAL_INV:
+	case IB_UVERBS_WR_BIND_MW:
 	case TRDMA_SQE_REG_MR:
 		/*
-		 * Local operations on an MR: no payload.  Only a kernel QP
-		 * may post them (the intake's check).
+		 * Local operations on an MR or a window: no payload.  Only a
+		 * kernel QP may post REG_MR, only a user QP BIND_MW (the
+		 * intake's checks).
 		 */
 		if (sqe->flags & TRDMA_WQE_INLINE || sqe->num_sge)
 			return IB_WC_LOC_QP_OP_ERR;
 		*len = 0;
 		return IB_WC_SUCCESS;
 	default:
-		/* No memory windows, no READ_WITH_INV. */
+		/* No READ_WITH_INV. */
 		return IB_WC_LOC_QP_OP_ERR;
 	}
 

@@ -42,7 +42,8 @@ struct trdma_slot_limits {
 static inline bool trdma_sqe_is_local(const struct trdma_sqe *sqe)
 {
 	return sqe->opcode == TRDMA_SQE_REG_MR ||
-	       sqe->opcode == IB_UVERBS_WR_LOCAL_INV;
+	       sqe->opcode == IB_UVERBS_WR_LOCAL_INV ||
+	       sqe->opcode == IB_UVERBS_WR_BIND_MW;
 }
 
 enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,

@@ -549,13 +549,7 @@ static int trdma_tx_copy(struct sock *sk, bool locked, const void *buf,
 static struct trdma_mr *trdma_tx_mr_get(struct trdma_qp *qp, u32 key, u64 va,
 					u32 len, int access)
 {
-	struct trdma_mr *mr = trdma_mr_get(qp->tdev, key);
-
-	if (mr && trdma_mr_check(mr, to_tpd(qp->ibqp.pd), va, len, access)) {
-		trdma_mr_put(mr);
-		mr = NULL;
-	}
-	return mr;
+	return trdma_rkey_get(qp, key, va, len, access);
 }
 
 /*

@@ -13,9 +13,9 @@
 /*
  * Device attributes.  Every resource limit is the one the create verbs
  * enforce (trdma_limits, set by module parameters at load time); features
- * not offered yet (memory windows, fast registration, masked atomics) are
- * reported absent.  Atomics are atomic with respect to other trdma atomics
- * and to the CPU's own atomic operations on the target (IB_ATOMIC_HCA).
+ * not offered (masked atomics, zero-based windows) are reported absent.
+ * Atomics are atomic with respect to other trdma atomics and to the CPU's
+ * own atomic operations on the target (IB_ATOMIC_HCA).
  */
 int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 		       struct ib_udata *udata)
@@ -37,10 +37,15 @@ int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 	/*
 	 * Memory management extensions: fast-reg MRs, IB_WR_REG_MR,
 	 * IB_WR_LOCAL_INV and SEND_WITH_INV (for kernel QPs; a user QP has
-	 * SEND_WITH_INV only).  No memory windows, no integrity MRs.
+	 * SEND_WITH_INV, and LOCAL_INV of its windows).  Memory windows of
+	 * type 1 and 2B, for user QPs, never zero-based; they count against
+	 * max_mr.  No integrity MRs.
 	 */
 	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
-				 IB_DEVICE_MEM_MGT_EXTENSIONS;
+				 IB_DEVICE_MEM_MGT_EXTENSIONS |
+				 IB_DEVICE_MEM_WINDOW |
+				 IB_DEVICE_MEM_WINDOW_TYPE_2B;
+	attr->max_mw = l->max_mr;
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 	attr->max_fast_reg_page_list_len = TRDMA_MAX_FR_PAGES;
 	attr->max_send_sge = l->max_sge;
@@ -97,6 +102,8 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_FAST_REG].name = "fast_reg_mr",
 	[TRDMA_CNT_LOCAL_INV].name = "local_invalidate",
 	[TRDMA_CNT_REMOTE_INV].name = "remote_invalidate",
+	[TRDMA_CNT_MW_BIND].name = "mw_bind",
+	[TRDMA_CNT_MW_INV].name = "mw_invalidate",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

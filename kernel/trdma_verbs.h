@@ -36,6 +36,8 @@ int trdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 iova, int access, struct ib_udata *udata);
 int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+int trdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int trdma_dealloc_mw(struct ib_mw *ibmw);
 int trdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
 void trdma_mmap_free(struct rdma_user_mmap_entry *rdma);
 

@@ -88,6 +88,72 @@ int trdma_dereg_mr(struct verbs_mr *vmr)
 }
 
 /*
+ * Memory windows (type 1 and 2).  The kernel gives the window its first
+ * rkey; a bind (ibv_bind_mw() for type 1, IBV_WR_BIND_MW for type 2) is a
+ * BIND_MW send WQE that the kernel executes in SQ order.
+ */
+struct ibv_mw *trdma_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ib_uverbs_alloc_mw_resp resp;
+	struct ibv_alloc_mw cmd;
+	struct ibv_mw *mw;
+	int ret;
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw)
+		return NULL;
+
+	memset(&cmd, 0, sizeof(cmd));
+	ret = ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(mw);
+		errno = ret;
+		return NULL;
+	}
+	return mw;
+}
+
+int trdma_dealloc_mw(struct ibv_mw *mw)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_mw(mw);
+	if (ret)
+		return ret;
+	free(mw);
+	return 0;
+}
+
+/*
+ * ibv_bind_mw() of a type-1 window (libibverbs checked the type and the
+ * PDs): a BIND_MW WQE under the window's next rkey, which the window takes
+ * now, as rdma-core's other providers do; if the bind completes in error
+ * the caller puts the old one back.  Zero-based windows are not offered.
+ */
+int trdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		  struct ibv_mw_bind *mw_bind)
+{
+	struct ibv_send_wr wr, *bad_wr;
+	int ret;
+
+	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return EINVAL;
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.wr_id = mw_bind->wr_id;
+	wr.send_flags = (int)mw_bind->send_flags;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	ret = qp->context->ops.post_send(qp, &wr, &bad_wr);
+	if (ret)
+		return ret;
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
+}
+
+/*
  * Maps the ring a create response describes.  The length must be exactly
  * that of the kernel's mmap entry (the kernel refuses any other), which is
  * the control block plus the slots rounded up to pages.  Returns 0 or an

@@ -409,6 +409,12 @@ static uint64_t trdma_wr_op_flag(enum ibv_wr_opcode opcode)
 		return IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_QP_EX_WITH_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_QP_EX_WITH_LOCAL_INV;
+	case IBV_WR_SEND_WITH_INV:
+		return IBV_QP_EX_WITH_SEND_WITH_INV;
 	default:
 		return 0;
 	}
@@ -538,22 +544,34 @@ static void trdma_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 			     uint32_t rkey,
 			     const struct ibv_mw_bind_info *bind_info)
 {
-	(void)mw;
-	(void)rkey;
-	(void)bind_info;
-	trdma_wr_unsupported(qpx);
+	struct ibv_send_wr wr = { .opcode = IBV_WR_BIND_MW };
+
+	if (!mw || !bind_info) {
+		trdma_wr_check_cur(to_tqpx(qpx));
+		to_tqpx(qpx)->wr_cur = NULL;
+		trdma_wr_fail(to_tqpx(qpx), EINVAL);
+		return;
+	}
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info = *bind_info;
+	trdma_wr_begin(to_tqpx(qpx), &wr);
 }
 
 static void trdma_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 {
-	(void)rkey;
-	trdma_wr_unsupported(qpx);
+	struct ibv_send_wr wr = { .opcode = IBV_WR_LOCAL_INV };
+
+	wr.invalidate_rkey = rkey;
+	trdma_wr_begin(to_tqpx(qpx), &wr);
 }
 
 static void trdma_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 {
-	(void)rkey;
-	trdma_wr_unsupported(qpx);
+	struct ibv_send_wr wr = { .opcode = IBV_WR_SEND_WITH_INV };
+
+	wr.invalidate_rkey = rkey;
+	trdma_wr_begin(to_tqpx(qpx), &wr);
 }
 
 static void trdma_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr,
@@ -792,7 +810,8 @@ static void trdma_qp_init_wr_api(struct trdma_qp *qp, ptrdiff_t comp_off)
 	(TRDMA_UD_SEND_OPS | IBV_QP_EX_WITH_RDMA_WRITE |                       \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |       \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |                                   \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |        \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
 
 /*
  * ibv_create_qp_ex(): a PD (required), send_ops_flags for the ibv_wr_*

@@ -74,13 +74,16 @@ static int trdma_query_port(struct ibv_context *ibctx, uint8_t port,
 }
 
 static const struct verbs_context_ops trdma_ctx_ops = {
+	.alloc_mw = trdma_alloc_mw,
 	.alloc_pd = trdma_alloc_pd,
+	.bind_mw = trdma_bind_mw,
 	.create_ah = trdma_create_ah,
 	.create_cq = trdma_create_cq,
 	.create_cq_ex = trdma_create_cq_ex,
 	.create_qp = trdma_create_qp,
 	.create_qp_ex = trdma_create_qp_ex,
 	.create_srq = trdma_create_srq,
+	.dealloc_mw = trdma_dealloc_mw,
 	.dealloc_pd = trdma_dealloc_pd,
 	.dereg_mr = trdma_dereg_mr,
 	.destroy_ah = trdma_destroy_ah,

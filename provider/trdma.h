@@ -242,6 +242,10 @@ int trdma_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *trdma_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			    uint64_t hca_va, int access);
 int trdma_dereg_mr(struct verbs_mr *vmr);
+struct ibv_mw *trdma_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int trdma_dealloc_mw(struct ibv_mw *mw);
+int trdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		  struct ibv_mw_bind *mw_bind);
 int trdma_ring_mmap(struct ibv_context *ibctx, struct trdma_uring *r,
 		    uint64_t mmap_key, uint32_t num_slots,
 		    unsigned int slot_shift);

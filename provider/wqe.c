@@ -79,7 +79,7 @@ bool trdma_sqe_inline_ok(const void *slot)
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		return true;
 	default:
-		/* RDMA read, atomics, local invalidate: no outbound payload. */
+		/* RDMA read, atomics, LOCAL_INV, BIND_MW: no outbound payload. */
 		return false;
 	}
 }
@@ -143,8 +143,21 @@ int trdma_sqe_encode_hdr(void *slot, const struct ibv_send_wr *wr,
 	case IBV_WR_LOCAL_INV:
 		sqe->imm_data = wr->invalidate_rkey;
 		break;
+	case IBV_WR_BIND_MW:
+		/* struct trdma_sqe_bind; no MR: a type-1 window's unbind. */
+		if (!wr->bind_mw.mw)
+			return EINVAL;
+		sqe->rkey = wr->bind_mw.mw->rkey;
+		sqe->imm_data = wr->bind_mw.rkey;
+		sqe->remote_addr = wr->bind_mw.bind_info.addr;
+		sqe->compare_add = wr->bind_mw.bind_info.length;
+		sqe->bind.mr_lkey = wr->bind_mw.bind_info.mr ?
+					    wr->bind_mw.bind_info.mr->lkey : 0;
+		sqe->bind.mw_access =
+			wr->bind_mw.bind_info.mw_access_flags;
+		break;
 	default:
-		/* BIND_MW, TSO, DRIVER1, ATOMIC_WRITE, unknown: no encoding. */
+		/* TSO, DRIVER1, ATOMIC_WRITE, unknown: no encoding. */
 		return EINVAL;
 	}
 

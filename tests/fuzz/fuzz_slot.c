@@ -49,9 +49,10 @@ static void check_sqe(const u8 *slot, const struct trdma_slot_limits *lim)
 	CHECK(!(sqe->flags & ~TRDMA_WQE_FLAGS_ALL));
 	CHECK(sqe->opcode <= IB_UVERBS_WR_LOCAL_INV ||
 	      sqe->opcode == IB_UVERBS_WR_SEND_WITH_INV ||
+	      sqe->opcode == IB_UVERBS_WR_BIND_MW ||
 	      sqe->opcode == TRDMA_SQE_REG_MR);
 	CHECK(len <= TRDMA_MAX_MSG_SZ);
-	/* REG_MR and LOCAL_INV: no payload, no SGE. */
+	/* REG_MR, BIND_MW and LOCAL_INV: no payload, no SGE. */
 	if (trdma_sqe_is_local(sqe)) {
 		CHECK(len == 0 && !sqe->num_sge &&
 		      !(sqe->flags & TRDMA_WQE_INLINE));

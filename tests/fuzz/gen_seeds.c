@@ -369,8 +369,17 @@ static void slot_seeds(void)
 	s.sqe.imm_data = 0x12345;
 	sges(&s, 1, 64);
 	slot_file("ok-send-with-inv", &s);
+	s = slot(q, sge, inl, IB_UVERBS_WR_BIND_MW, TRDMA_WQE_SIGNALED);
+	s.sqe.rkey = 0x12345;
+	s.sqe.imm_data = 0x12346;
+	s.sqe.remote_addr = 0x1000;
+	s.sqe.compare_add = 64;
+	s.sqe.bind.mr_lkey = 0x200;
+	s.sqe.bind.mw_access = 2;
+	slot_file("ok-bind-mw", &s);
 	s = slot(q, sge, inl, IB_UVERBS_WR_BIND_MW, 0);
-	slot_file("bad-opcode-bind-mw", &s);
+	sges(&s, 1, 8);
+	slot_file("bad-bind-mw-sge", &s);
 	s = slot(q, sge, inl, IB_UVERBS_WR_RDMA_READ_WITH_INV, 0);
 	slot_file("bad-opcode-read-with-inv", &s);
 	s = slot(q, sge, inl, 0xff, 0);

@@ -219,6 +219,7 @@ enum ib_wc_status trdma_model_sqe_verdict(const u8 *slot,
 	case IB_UVERBS_WR_SEND_WITH_INV:
 		break;
 	case IB_UVERBS_WR_LOCAL_INV:
+	case IB_UVERBS_WR_BIND_MW:
 	case 0x20:	/* the kernel's IB_WR_REG_MR */
 		if (inline_ || n)
 			return IB_WC_LOC_QP_OP_ERR;

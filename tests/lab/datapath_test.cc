@@ -466,8 +466,9 @@ TEST_F(SendWithInvTest, OfAStaleKeyIsARemoteAccessError) {
   Check(b_.mr->rkey ^ 0x1, 200000);
 }
 
-// LOCAL_INV (and REG_MR) are a kernel consumer's: user space has no
-// fast-registration MR, so the WQE fails and the QP ends.
+// LOCAL_INV from user space invalidates type-2 memory windows only
+// (mw_test.cc): user space has no fast-registration MR, so LOCAL_INV of an
+// MR's key fails and the QP ends.
 TEST_F(DataPathTest, LocalInvalidateFromUserSpaceIsRefused) {
   ibv_send_wr wr = {}, *bad;
   wr.wr_id = 7;

@@ -89,9 +89,11 @@ TEST_F(DeviceTest, QueryDeviceIsHonest) {
   EXPECT_EQ(attr.orig_attr.sys_image_guid, attr.orig_attr.node_guid);
   EXPECT_EQ(attr.orig_attr.atomic_cap, IBV_ATOMIC_HCA);
   // Fast registration for kernel ULPs (and SEND_WITH_INV for everyone);
-  // no memory windows.
+  // memory windows of type 1 and 2B (tests/lab/mw_test.cc).
   EXPECT_TRUE(attr.orig_attr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS);
-  EXPECT_EQ(attr.orig_attr.max_mw, 0);
+  EXPECT_TRUE(attr.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+  EXPECT_TRUE(attr.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+  EXPECT_EQ(attr.orig_attr.max_mw, attr.orig_attr.max_mr);
 
   // The node GUID is the EUI-64 of the netdev's MAC, as on a RoCE NIC.
   unsigned m[6];

@@ -364,10 +364,10 @@ TEST_F(VerbsTest, MrAccessFlagsAreChecked) {
   errno = 0;
   EXPECT_EQ(ibv_reg_mr(pd_, buf_.data(), 0, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_NE(errno, 0);
-  // Memory windows, on-demand paging and zero-based MRs are not offered.
+  // On-demand paging and zero-based MRs are not offered.
   errno = 0;
   EXPECT_EQ(ibv_reg_mr(pd_, buf_.data(), 4096,
-                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND),
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED),
             nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
 }

@@ -201,6 +201,11 @@ TEST(TrdmaAbi, SqeLayout)
 	EXPECT_EQ(offsetof(T, remote_addr), 24u);
 	EXPECT_EQ(offsetof(T, compare_add), 32u);
 	EXPECT_EQ(offsetof(T, swap), 40u);
+	// BIND_MW's MR and rights lie over swap, exactly.
+	EXPECT_EQ(offsetof(T, bind), 40u);
+	EXPECT_EQ(sizeof(trdma_sqe_bind), 8u);
+	EXPECT_EQ(offsetof(trdma_sqe_bind, mr_lkey), 0u);
+	EXPECT_EQ(offsetof(trdma_sqe_bind, mw_access), 4u);
 	ExpectPlainUapiStruct<T>({
 		FIELD(T, wr_id),
 		FIELD(T, opcode),

@@ -53,6 +53,8 @@ set(required
   ibv_cmd_dealloc_pd
   ibv_cmd_reg_mr
   ibv_cmd_dereg_mr
+  ibv_cmd_alloc_mw
+  ibv_cmd_dealloc_mw
   ibv_cmd_create_cq
   ibv_cmd_req_notify_cq
   ibv_cmd_resize_cq

@@ -493,7 +493,7 @@ int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	/* trdma_reg_user_mr() */
 	if (access & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-		       IBV_ACCESS_RELAXED_ORDERING))
+		       IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING))
 		return EOPNOTSUPP;
 	fk.stats.last_mr_access = access;
 	fk.stats.last_mr_iova = hca_va;
@@ -509,6 +509,33 @@ int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr)
 {
 	(void)vmr;
+	return 0;
+}
+
+/* trdma_alloc_mw(): a window of either type, rkey of a fresh index. */
+int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
+		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
+		     size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp,
+		     size_t resp_size)
+{
+	(void)resp, (void)resp_size;
+	if (cmd_size != sizeof(*cmd)) {
+		fk.stats.bad_commands++;
+		return EINVAL;
+	}
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
+		return EINVAL;
+	mw->context = pd->context;
+	mw->pd = pd;
+	mw->handle = ++fk.next_handle;
+	mw->rkey = mw->handle << 8 | 1;
+	mw->type = type;
+	return 0;
+}
+
+int ibv_cmd_dealloc_mw(struct ibv_mw *mw)
+{
+	(void)mw;
 	return 0;
 }
 
@@ -1100,7 +1127,8 @@ bool fk_op_is_set(const char *name)
 		OP(post_send), OP(post_recv), OP(create_srq),
 		OP(create_srq_ex), OP(modify_srq), OP(query_srq),
 		OP(destroy_srq), OP(post_srq_recv), OP(create_ah),
-		OP(destroy_ah), OP(alloc_mw), OP(bind_mw), OP(rereg_mr),
+		OP(destroy_ah), OP(alloc_mw), OP(bind_mw), OP(dealloc_mw),
+		OP(rereg_mr),
 		OP(query_device_ex), OP(query_port), OP(free_context),
 #undef OP
 	};

@@ -258,11 +258,11 @@ TEST_F(Provider, ImplementsTheVerbsItShouldAndNoMore)
 	       "create_srq", "modify_srq", "query_srq", "destroy_srq",
 	       "post_srq_recv", "create_ah", "destroy_ah", "query_device_ex",
 	       "query_port", "free_context", "create_cq_ex", "create_qp_ex",
-	       "resize_cq" })
+	       "resize_cq", "alloc_mw", "dealloc_mw", "bind_mw" })
 		EXPECT_TRUE(fk_op_is_set(op)) << op;
 	// Left to libibverbs' defaults: EOPNOTSUPP, or no-op hooks.
 	for (const char *op :
-	     { "create_srq_ex", "cq_event", "async_event", "alloc_mw", "bind_mw", "rereg_mr" })
+	     { "create_srq_ex", "cq_event", "async_event", "rereg_mr" })
 		EXPECT_FALSE(fk_op_is_set(op)) << op;
 }
 
@@ -284,7 +284,7 @@ TEST_F(Provider, RegMrPassesIovaAndDropsUnknownOptionalAccess)
 
 	// Non-optional flags the kernel does not offer stay refused.
 	errno = 0;
-	EXPECT_EQ(fk_reg_mr(pd_, buf_, sizeof(buf_), 0, IBV_ACCESS_MW_BIND),
+	EXPECT_EQ(fk_reg_mr(pd_, buf_, sizeof(buf_), 0, IBV_ACCESS_ZERO_BASED),
 		  nullptr);
 	EXPECT_EQ(errno, EOPNOTSUPP);
 }
@@ -1464,8 +1464,7 @@ TEST_F(ProviderEx, CreateQpExRefusesWhatTrdmaDoesNotExecute)
 	ibv_cq *cq = Cq(16);
 
 	for (std::uint64_t op : std::initializer_list<std::uint64_t>{
-		     IBV_QP_EX_WITH_BIND_MW, IBV_QP_EX_WITH_LOCAL_INV,
-		     IBV_QP_EX_WITH_SEND_WITH_INV, IBV_QP_EX_WITH_TSO,
+		     IBV_QP_EX_WITH_TSO,
 		     IBV_QP_EX_WITH_ATOMIC_WRITE, 1ULL << 40 }) {
 		errno = 0;
 		EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | op), nullptr) << op;
@@ -1550,9 +1549,16 @@ TEST_F(ProviderEx, QpExFollowsTheRunningLibibverbsLayout)
 TEST_F(ProviderEx, WrApiEncodesExactlyAsPostSend)
 {
 	ibv_cq *cq = Cq(64);
-	ibv_qp *qp = QpEx(cq, kRcOps);
+	ibv_qp *qp = QpEx(cq, kRcOps | IBV_QP_EX_WITH_BIND_MW |
+				      IBV_QP_EX_WITH_LOCAL_INV |
+				      IBV_QP_EX_WITH_SEND_WITH_INV);
 	ibv_qp *ref = Qp(cq, 16, 2, 64);
 	char payload[] = "inline payload";
+	ibv_mr bmr = {};
+	ibv_mw bmw = {};
+	bmr.lkey = 0x303;
+	bmw.rkey = 0x4401;
+	ibv_mw_bind_info bi = { &bmr, 0x6000, 4096, IBV_ACCESS_REMOTE_READ };
 	ibv_sge sg[2] = { { reinterpret_cast<std::uintptr_t>(buf_), 10, 0x101 },
 			  { reinterpret_cast<std::uintptr_t>(buf_ + 64), 8,
 			    0x202 } };
@@ -1593,15 +1599,22 @@ TEST_F(ProviderEx, WrApiEncodesExactlyAsPostSend)
 	x->wr_id = 7;
 	ibv_wr_atomic_fetch_add(x, 0x7b, 0x5000, 33);
 	ibv_wr_set_sge(x, 0x202, sg[1].addr, 8);
+	x->wr_id = 8;
+	ibv_wr_bind_mw(x, &bmw, 0x4402, &bi);
+	x->wr_id = 9;
+	ibv_wr_local_inv(x, 0x4402);
+	x->wr_id = 10;
+	ibv_wr_send_inv(x, 0x4402);
+	ibv_wr_set_sge(x, 0x101, sg[0].addr, 10);
 	// Nothing visible before wr_complete.
 	EXPECT_EQ(fk_sq_prod(qp), 0u);
 	EXPECT_EQ(Stats().send_doorbells, 0u);
 	ASSERT_EQ(ibv_wr_complete(x), 0);
-	EXPECT_EQ(fk_sq_prod(qp), 7u);
+	EXPECT_EQ(fk_sq_prod(qp), 10u);
 	EXPECT_EQ(Stats().send_doorbells, 1u);	// one doorbell, like post_send
 
 	// The same WRs through ibv_post_send().
-	ibv_send_wr w[7];
+	ibv_send_wr w[10];
 	ibv_sge s3 = sg[0], s5 = sg[1];
 	ibv_sge ilist[2] = { { reinterpret_cast<std::uintptr_t>(payload), 3, 0 },
 			     { reinterpret_cast<std::uintptr_t>(payload + 5), 4,
@@ -1632,12 +1645,20 @@ TEST_F(ProviderEx, WrApiEncodesExactlyAsPostSend)
 	w[6].wr.atomic.rkey = 0x7b;
 	w[6].wr.atomic.remote_addr = 0x5000;
 	w[6].wr.atomic.compare_add = 33;
-	for (int i = 0; i < 6; i++)
+	w[7] = SendWr(8, nullptr, 0, IBV_WR_BIND_MW, IBV_SEND_SIGNALED);
+	w[7].bind_mw.mw = &bmw;
+	w[7].bind_mw.rkey = 0x4402;
+	w[7].bind_mw.bind_info = bi;
+	w[8] = SendWr(9, nullptr, 0, IBV_WR_LOCAL_INV, IBV_SEND_SIGNALED);
+	w[8].invalidate_rkey = 0x4402;
+	w[9] = SendWr(10, &s3, 1, IBV_WR_SEND_WITH_INV, IBV_SEND_SIGNALED);
+	w[9].invalidate_rkey = 0x4402;
+	for (int i = 0; i < 9; i++)
 		w[i].next = &w[i + 1];
 	ibv_send_wr *bad = nullptr;
 	ASSERT_EQ(fk_post_send(ref, w, &bad), 0);
 
-	for (std::uint32_t i = 0; i < 7; i++) {
+	for (std::uint32_t i = 0; i < 10; i++) {
 		std::vector<unsigned char> a = Raw(qp, i), b = Raw(ref, i);
 		trdma_sqe h;
 		std::memcpy(&h, a.data(), sizeof(h));
@@ -1652,6 +1673,12 @@ TEST_F(ProviderEx, WrApiEncodesExactlyAsPostSend)
 	trdma_sqe h = SqSlot(qp, 1);
 	EXPECT_EQ(h.flags, TRDMA_WQE_SIGNALED | TRDMA_WQE_INLINE);
 	EXPECT_EQ(h.inline_len, sizeof(payload));
+	h = SqSlot(qp, 7);
+	EXPECT_EQ(h.opcode, IB_UVERBS_WR_BIND_MW);
+	EXPECT_EQ(h.rkey, 0x4401u);
+	EXPECT_EQ(h.imm_data, 0x4402u);
+	EXPECT_EQ(h.bind.mr_lkey, 0x303u);
+	EXPECT_EQ(h.compare_add, 4096u);
 	fk_stall_sq(false);
 }
 
@@ -1711,11 +1738,11 @@ TEST_F(ProviderEx, WrAbortAndErrorsPublishNothing)
 		{ "UD address on RC", EINVAL,
 		  [&] { ibv_wr_send(x);
 			ibv_wr_set_ud_addr(x, nullptr, 1, 1); } },
-		{ "bind MW", EOPNOTSUPP,
+		{ "bind MW without a window", EINVAL,
 		  [&] { ibv_wr_bind_mw(x, nullptr, 0, nullptr); } },
-		{ "local invalidate", EOPNOTSUPP,
+		{ "local invalidate not in send_ops_flags", EINVAL,
 		  [&] { ibv_wr_local_inv(x, 5); } },
-		{ "send with invalidate", EOPNOTSUPP,
+		{ "send with invalidate not in send_ops_flags", EINVAL,
 		  [&] { ibv_wr_send_inv(x, 5); } },
 		{ "full SQ", ENOMEM,
 		  [&] { for (int i = 0; i < 64; i++) ibv_wr_send(x); } },

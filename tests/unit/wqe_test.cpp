@@ -228,9 +228,48 @@ TEST(SqeEncode, InvalidateCarriesTheRkeyInImmData)
 	}
 }
 
+TEST(SqeEncode, BindMwCarriesWindowMrRangeAndRights)
+{
+	Slot s(128);
+	trdma_sq_caps caps = Caps();
+	ibv_mr mr = {};
+	ibv_mw mw = {};
+	ibv_send_wr wr = Wr(IBV_WR_BIND_MW, nullptr, 0, IBV_SEND_SIGNALED);
+
+	mr.lkey = 0x4201;
+	mw.rkey = 0x5507;
+	wr.bind_mw.mw = &mw;
+	wr.bind_mw.rkey = 0x5508;
+	wr.bind_mw.bind_info.mr = &mr;
+	wr.bind_mw.bind_info.addr = 0x123456789aull;
+	wr.bind_mw.bind_info.length = 0x10000000aull;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ |
+					       IBV_ACCESS_REMOTE_WRITE;
+	ASSERT_EQ(trdma_sqe_encode(s.data(), &caps, &wr, false), 0);
+	EXPECT_EQ(s.sqe()->opcode, IB_UVERBS_WR_BIND_MW);
+	EXPECT_EQ(s.sqe()->flags, TRDMA_WQE_SIGNALED);
+	EXPECT_EQ(s.sqe()->rkey, 0x5507u);
+	EXPECT_EQ(s.sqe()->imm_data, 0x5508u);
+	EXPECT_EQ(s.sqe()->remote_addr, 0x123456789aull);
+	EXPECT_EQ(s.sqe()->compare_add, 0x10000000aull);
+	EXPECT_EQ(s.sqe()->bind.mr_lkey, 0x4201u);
+	EXPECT_EQ(s.sqe()->bind.mw_access,
+		  static_cast<unsigned>(IBV_ACCESS_REMOTE_READ |
+					IBV_ACCESS_REMOTE_WRITE));
+	EXPECT_EQ(s.sqe()->num_sge, 0u);
+
+	// A type-1 unbind names no MR; a bind names a window.
+	wr.bind_mw.bind_info.mr = nullptr;
+	wr.bind_mw.bind_info.length = 0;
+	ASSERT_EQ(trdma_sqe_encode(s.data(), &caps, &wr, false), 0);
+	EXPECT_EQ(s.sqe()->bind.mr_lkey, 0u);
+	wr.bind_mw.mw = nullptr;
+	EXPECT_EQ(trdma_sqe_encode(s.data(), &caps, &wr, false), EINVAL);
+}
+
 TEST(SqeEncode, OpcodesWithoutAnEncodingAreRefused)
 {
-	const int ops[] = { IBV_WR_BIND_MW, IBV_WR_TSO, IBV_WR_DRIVER1,
+	const int ops[] = { IBV_WR_TSO, IBV_WR_DRIVER1,
 			    15 /* IBV_WR_ATOMIC_WRITE */, 12, 200, -1 };
 
 	for (int op : ops) {
@@ -312,7 +351,7 @@ TEST(SqeEncode, InlineOnlyWhereThereIsOutboundPayload)
 	const ibv_wr_opcode bad[] = { IBV_WR_RDMA_READ,
 				      IBV_WR_ATOMIC_CMP_AND_SWP,
 				      IBV_WR_ATOMIC_FETCH_AND_ADD,
-				      IBV_WR_LOCAL_INV };
+				      IBV_WR_LOCAL_INV, IBV_WR_BIND_MW };
 	char byte = 'z';
 	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(&byte), 1, 0 };
 

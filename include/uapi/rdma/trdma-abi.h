@@ -105,6 +105,18 @@ struct trdma_sqe_ud {
 };
 
 /*
+ * The MR and rights of a BIND_MW send WQE (trdma_sqe.bind, in place of
+ * swap).  The rest of the bind: rkey is the window's rkey now, imm_data
+ * the rkey it gets (same upper 24 bits, a new key byte), remote_addr and
+ * compare_add the address and length of the window.  A type-1 window
+ * bound with length 0 is unbound (mr_lkey is then not looked at).
+ */
+struct trdma_sqe_bind {
+	__u32 mr_lkey;		/* the MR the window is bound to */
+	__u32 mw_access;	/* IBV_ACCESS_REMOTE_* of the window */
+};
+
+/*
  * Send WQE.  opcode is an enum ib_uverbs_wr_opcode value.  With
  * TRDMA_WQE_INLINE the payload (inline_len bytes) is stored in place of the
  * SGE array; otherwise num_sge SGEs follow.  The slot size is
@@ -131,7 +143,10 @@ struct trdma_sqe {
 		struct trdma_sqe_ud ud;	/* UD */
 	};
 	__aligned_u64 compare_add;	/* atomics: compare or add operand */
-	__aligned_u64 swap;		/* atomics: swap operand */
+	union {
+		__aligned_u64 swap;	/* atomics: swap operand */
+		struct trdma_sqe_bind bind;	/* BIND_MW */
+	};
 	struct trdma_sge sge[];		/* or the inline payload */
 };
 

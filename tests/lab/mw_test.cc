@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+// Memory windows: type 1 (ibv_bind_mw) and type 2 (IBV_WR_BIND_MW and
+// ibv_wr_bind_mw), remote access through a window's rkey limited to its
+// range and rights, invalidation (a type-1 rebind of length 0, LOCAL_INV,
+// SEND_WITH_INV), the bind rules of the IB spec and what a bound window
+// does to its MR.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "qp_fixture.h"
+
+namespace trdma_lab {
+namespace {
+
+constexpr size_t kWin = 8192;    // window length
+constexpr size_t kWinOff = 4096;  // window start in b_'s buffer
+constexpr uint64_t kSendOps =
+    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+    IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_BIND_MW |
+    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+
+class MwTest : public DataPathTest {
+ protected:
+  void SetUp() override {
+    DataPathTest::SetUp();
+    if (HasFatalFailure()) return;
+    // The MR windows are bound to: no remote rights of its own.
+    wmr_ = ibv_reg_mr(pd_, b_.buf.data(), 1 << 20,
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    ASSERT_NE(wmr_, nullptr) << errno;
+  }
+
+  void TearDown() override {
+    for (ibv_mw *mw : mws_) EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+    for (ibv_qp *qp : qps_) ibv_destroy_qp(qp);
+    if (wmr_) {
+      EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
+    }
+    for (ibv_mr *mr : mrs_) ibv_dereg_mr(mr);
+    for (ibv_pd *pd : pds_) ibv_dealloc_pd(pd);
+    DataPathTest::TearDown();
+  }
+
+  ibv_mw *Mw(ibv_mw_type type, ibv_pd *pd = nullptr) {
+    ibv_mw *mw = ibv_alloc_mw(pd ? pd : pd_, type);
+    EXPECT_NE(mw, nullptr) << errno;
+    if (mw) mws_.push_back(mw);
+    return mw;
+  }
+
+  uint64_t B(size_t off) {
+    return reinterpret_cast<uintptr_t>(b_.buf.data() + off);
+  }
+
+  ibv_mw_bind_info Info(ibv_mr *mr, size_t off, size_t len, int access) {
+    ibv_mw_bind_info bi = {};
+    bi.mr = mr;
+    bi.addr = reinterpret_cast<uintptr_t>(b_.buf.data() + off);
+    bi.length = len;
+    bi.mw_access_flags = access;
+    return bi;
+  }
+
+  // ibv_bind_mw() of a type-1 window on qp; returns the completion.
+  ibv_wc Bind1(ibv_qp *qp, ibv_cq *cq, ibv_mw *mw, ibv_mw_bind_info bi) {
+    ibv_mw_bind b = {};
+    b.wr_id = 50;
+    b.send_flags = IBV_SEND_SIGNALED;
+    b.bind_info = bi;
+    EXPECT_EQ(ibv_bind_mw(qp, mw, &b), 0);
+    return Wait(cq);
+  }
+
+  // IBV_WR_BIND_MW of a window under rkey through ibv_post_send().
+  ibv_wc Bind2(ibv_qp *qp, ibv_cq *cq, ibv_mw *mw, uint32_t rkey,
+               ibv_mw_bind_info bi) {
+    ibv_send_wr wr = {}, *bad;
+    wr.wr_id = 51;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = rkey;
+    wr.bind_mw.bind_info = bi;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+    return Wait(cq);
+  }
+
+  // One RDMA WRITE or READ of len bytes between a_'s buffer at a_off and
+  // remote address raddr under rkey, from qp; returns its completion.
+  ibv_wc Rdma(ibv_qp *qp, ibv_cq *cq, ibv_wr_opcode op, size_t a_off,
+              uint32_t len, uint64_t raddr, uint32_t rkey) {
+    EXPECT_EQ(PostSend(a_, 60, op, Sges(a_, a_off, len, 1), raddr, rkey), 0)
+        << "post";
+    (void)qp;
+    return Wait(cq);
+  }
+
+  ibv_wc Post(ibv_qp *qp, ibv_cq *cq, ibv_send_wr wr) {
+    ibv_send_wr *bad;
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+    return Wait(cq);
+  }
+
+  ibv_send_wr WriteWr(size_t a_off, uint32_t len, uint64_t raddr,
+                      uint32_t rkey, ibv_sge *sge) {
+    *sge = {reinterpret_cast<uintptr_t>(a_.buf.data() + a_off), len,
+            a_.mr->lkey};
+    ibv_send_wr wr = {};
+    wr.wr_id = 61;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    return wr;
+  }
+
+  // Two new connected RC QPs of pd with the ibv_wr_* window operations;
+  // xa on a_'s CQ, xb on b_'s.
+  void XPair(ibv_qp **xa, ibv_qp **xb, ibv_pd *pd = nullptr) {
+    ibv_qp *q[2];
+    ibv_cq *cq[2] = {a_.cq, b_.cq};
+    for (int i = 0; i < 2; i++) {
+      ibv_qp_init_attr_ex ia = {};
+      ia.send_cq = cq[i];
+      ia.recv_cq = cq[i];
+      ia.qp_type = IBV_QPT_RC;
+      ia.cap = {16, 16, 1, 1, 0};
+      ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+      ia.pd = pd ? pd : pd_;
+      ia.send_ops_flags = kSendOps;
+      q[i] = ibv_create_qp_ex(ctx_.get(), &ia);
+      ASSERT_NE(q[i], nullptr) << errno;
+      qps_.push_back(q[i]);
+    }
+    ASSERT_EQ(Connect(q[0], q[1]), 0);
+    ASSERT_EQ(Connect(q[1], q[0]), 0);
+    *xa = q[0];
+    *xb = q[1];
+  }
+
+  void ExpectUntouched(size_t off, size_t len) {
+    for (size_t i = 0; i < len; i++)
+      if (b_.buf[off + i]) {
+        ADD_FAILURE() << "byte " << off + i << " written";
+        return;
+      }
+  }
+
+  ibv_mr *wmr_ = nullptr;
+  std::vector<ibv_mw *> mws_;
+  std::vector<ibv_qp *> qps_;
+  std::vector<ibv_mr *> mrs_;
+  std::vector<ibv_pd *> pds_;
+};
+
+TEST_F(MwTest, DeviceAdvertisesBothTypes) {
+  ibv_device_attr_ex attr = {};
+  ASSERT_EQ(ibv_query_device_ex(ctx_.get(), nullptr, &attr), 0);
+  EXPECT_TRUE(attr.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+  EXPECT_TRUE(attr.orig_attr.device_cap_flags &
+              IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+  EXPECT_GT(attr.orig_attr.max_mw, 0);
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_mw(pd_, static_cast<ibv_mw_type>(3)), nullptr);
+  EXPECT_NE(errno, 0);
+}
+
+TEST_F(MwTest, Type1WriteReadAndAtomicsThroughTheWindow) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  uint32_t rkey0 = mw->rkey;
+  ibv_wc c = Bind1(b_.qp, b_.cq, mw,
+                   Info(wmr_, kWinOff, kWin,
+                        IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                            IBV_ACCESS_REMOTE_ATOMIC));
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(c.opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(c.wr_id, 50u);
+  // The window's next key: same index, a new key byte.
+  EXPECT_EQ(mw->rkey >> 8, rkey0 >> 8);
+  EXPECT_NE(mw->rkey, rkey0);
+
+  Fill(a_.buf, 0, kWin, 7);
+  c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_WRITE, 0, kWin, B(kWinOff), mw->rkey);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data() + kWinOff, kWin), 0)
+      << Diff(a_.buf.data(), b_.buf.data() + kWinOff, kWin);
+  ExpectUntouched(0, kWinOff);
+  ExpectUntouched(kWinOff + kWin, 4096);
+
+  Fill(b_.buf, kWinOff + 100, 3000, 8);
+  c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_READ, 65536, 3000, B(kWinOff + 100),
+           mw->rkey);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(a_.buf.data() + 65536, b_.buf.data() + kWinOff + 100,
+                   3000),
+            0);
+
+  uint64_t v = 40;
+  memcpy(b_.buf.data() + kWinOff + 8, &v, 8);
+  ibv_sge res = {reinterpret_cast<uintptr_t>(a_.buf.data() + 131072), 8,
+                 a_.mr->lkey};
+  ibv_send_wr wr = {};
+  wr.wr_id = 62;
+  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  wr.sg_list = &res;
+  wr.num_sge = 1;
+  wr.wr.atomic.remote_addr = B(kWinOff + 8);
+  wr.wr.atomic.rkey = mw->rkey;
+  wr.wr.atomic.compare_add = 2;
+  c = Post(a_.qp, a_.cq, wr);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  memcpy(&v, a_.buf.data() + 131072, 8);
+  EXPECT_EQ(v, 40u);
+  memcpy(&v, b_.buf.data() + kWinOff + 8, 8);
+  EXPECT_EQ(v, 42u);
+
+  // The window's rkey is no local key.
+  std::vector<ibv_sge> sg = {{reinterpret_cast<uintptr_t>(b_.buf.data() +
+                                                            kWinOff),
+                              64, mw->rkey}};
+  ASSERT_EQ(PostSend(b_, 63, IBV_WR_RDMA_WRITE, sg, 0, a_.mr->rkey), 0);
+  c = Wait(b_.cq);
+  EXPECT_EQ(c.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(c.status);
+}
+
+TEST_F(MwTest, Type1AccessPastTheWindowIsARemoteAccessError) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
+                  Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  // Inside the MR, 8 bytes before the window.
+  Fill(a_.buf, 0, 64, 9);
+  ibv_wc c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_WRITE, 0, 64, B(kWinOff - 8),
+                  mw->rkey);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  ExpectUntouched(0, kWinOff + kWin + 4096);
+}
+
+TEST_F(MwTest, Type1ReadWithoutTheReadRightIsARemoteAccessError) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
+                  Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  ibv_wc c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_READ, 0, 64, B(kWinOff),
+                  mw->rkey);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+}
+
+TEST_F(MwTest, Type1UnbindMakesTheKeyARemoteAccessError) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
+                  Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  uint32_t bound = mw->rkey;
+  // The MR is busy while a window is bound to it.
+  EXPECT_EQ(ibv_dereg_mr(wmr_), EBUSY);
+  // Rebinding with length 0 invalidates the window (a new key as well).
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw, Info(wmr_, 0, 0, 0)).status,
+            IBV_WC_SUCCESS);
+  EXPECT_NE(mw->rkey, bound);
+  // Neither key reaches the memory now; the MR may go.
+  ibv_wc c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_WRITE, 0, 64, B(kWinOff), bound);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  ExpectUntouched(0, kWinOff + kWin);
+  EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
+  wmr_ = nullptr;
+}
+
+TEST_F(MwTest, BindToAnMrWithoutMwBindFails) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  // b_.mr has every remote right but not IBV_ACCESS_MW_BIND.
+  ibv_wc c = Bind1(b_.qp, b_.cq, mw,
+                   Info(b_.mr, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_EQ(c.status, IBV_WC_MW_BIND_ERR) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(c.wr_id, 50u);
+  ibv_qp_attr at;
+  ibv_qp_init_attr ia;
+  ASSERT_EQ(ibv_query_qp(b_.qp, &at, IBV_QP_STATE, &ia), 0);
+  EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
+}
+
+TEST_F(MwTest, BindPastTheMrFails) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ibv_wc c = Bind1(b_.qp, b_.cq, mw,
+                   Info(wmr_, (1 << 20) - 4096, 8192,
+                        IBV_ACCESS_REMOTE_READ));
+  EXPECT_EQ(c.status, IBV_WC_MW_BIND_ERR) << ibv_wc_status_str(c.status);
+}
+
+TEST_F(MwTest, WritableWindowNeedsLocalWriteOnTheMr) {
+  ibv_mr *ro = ibv_reg_mr(pd_, b_.buf.data(), 1 << 20, IBV_ACCESS_MW_BIND);
+  ASSERT_NE(ro, nullptr) << errno;
+  mrs_.push_back(ro);
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ibv_wc c = Bind1(b_.qp, b_.cq, mw,
+                   Info(ro, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_EQ(c.status, IBV_WC_MW_BIND_ERR) << ibv_wc_status_str(c.status);
+}
+
+TEST_F(MwTest, ZeroBasedAndWrongTypeBindsAreRefusedAtPost) {
+  ibv_mw *mw1 = Mw(IBV_MW_TYPE_1), *mw2 = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw1, nullptr);
+  ASSERT_NE(mw2, nullptr);
+  ibv_mw_bind b = {};
+  b.bind_info = Info(wmr_, kWinOff, kWin,
+                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ZERO_BASED);
+  EXPECT_EQ(ibv_bind_mw(b_.qp, mw1, &b), EINVAL);
+  b.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+  // ibv_bind_mw() is for type 1 only (libibverbs' check).
+  EXPECT_EQ(ibv_bind_mw(b_.qp, mw2, &b), EINVAL);
+  // Nothing was posted: the QP still works.
+  ExpectSendArrives(a_.qp, a_.cq, b_.qp, b_.cq);
+}
+
+TEST_F(MwTest, Type2BindUseLocalInvalidateThenRemoteAccessError) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ibv_mw_bind_info bi = Info(wmr_, kWinOff, kWin,
+                             IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  ibv_qp_ex *x = ibv_qp_to_qp_ex(xb);
+  ASSERT_NE(x, nullptr);
+  ibv_wr_start(x);
+  x->wr_id = 70;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_bind_mw(x, mw, rkey, &bi);
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  ibv_wc c = Wait(b_.cq);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(c.opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(c.wr_id, 70u);
+
+  // Bound: a bind of a type-2 window that is not free fails (below, as
+  // it ends xb); first the data path through it, from xb's peer.
+  ibv_sge sge;
+  Fill(a_.buf, 0, 5000, 11);
+  c = Post(xa, a_.cq, WriteWr(0, 5000, B(kWinOff + 1000), rkey, &sge));
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data() + kWinOff + 1000, 5000), 0);
+  // The MR stays while the window is bound.
+  EXPECT_EQ(ibv_dereg_mr(wmr_), EBUSY);
+
+  ibv_wr_start(x);
+  x->wr_id = 71;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_local_inv(x, rkey);
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  c = Wait(b_.cq);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(c.opcode, IBV_WC_LOCAL_INV);
+
+  memset(b_.buf.data(), 0, 1 << 20);
+  c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), rkey, &sge));
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  ExpectUntouched(0, kWinOff + kWin);
+}
+
+TEST_F(MwTest, Type2WindowIsReachedThroughItsQpOnly) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ibv_wc c = Bind2(xb, b_.cq, mw, rkey,
+                   Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  // a_ -> b_ is another QP pair of the same PD.
+  c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_WRITE, 0, 64, B(kWinOff), rkey);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  ExpectUntouched(0, kWinOff + kWin);
+  // A bound type-2 window is not free: a second bind fails.
+  c = Bind2(xb, b_.cq, mw, ibv_inc_rkey(rkey),
+            Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_EQ(c.status, IBV_WC_MW_BIND_ERR) << ibv_wc_status_str(c.status);
+}
+
+TEST_F(MwTest, Type2SendWithInvalidateReportsTheKey) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ibv_wc c = Bind2(xb, b_.cq, mw, rkey,
+                   Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(c.opcode, IBV_WC_BIND_MW);
+
+  ibv_sge rs = {B(65536), 4096, b_.mr->lkey};
+  ibv_recv_wr rwr = {}, *rbad;
+  rwr.wr_id = 80;
+  rwr.sg_list = &rs;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(xb, &rwr, &rbad), 0);
+  ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 100,
+                a_.mr->lkey};
+  ibv_send_wr wr = {};
+  wr.wr_id = 81;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.sg_list = &ss;
+  wr.num_sge = 1;
+  wr.invalidate_rkey = rkey;
+  c = Post(xa, a_.cq, wr);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ibv_wc r = Wait(b_.cq);
+  ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+  EXPECT_EQ(r.wr_id, 80u);
+  EXPECT_EQ(r.opcode, IBV_WC_RECV);
+  EXPECT_EQ(r.byte_len, 100u);
+  EXPECT_TRUE(r.wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(r.invalidated_rkey, rkey);
+
+  // Invalid now: the peer's write through it fails; the MR may go.
+  ibv_sge sge;
+  c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), rkey, &sge));
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  ExpectUntouched(0, kWinOff + kWin);
+  EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
+  wmr_ = nullptr;
+}
+
+TEST_F(MwTest, Type2RebindAfterInvalidationAndDealloc) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  uint32_t k1 = ibv_inc_rkey(mw->rkey), k2 = ibv_inc_rkey(k1);
+  ibv_mw_bind_info bi = Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_EQ(Bind2(xb, b_.cq, mw, k1, bi).status, IBV_WC_SUCCESS);
+  ibv_send_wr inv = {};
+  inv.wr_id = 90;
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.invalidate_rkey = k1;
+  ASSERT_EQ(Post(xb, b_.cq, inv).status, IBV_WC_SUCCESS);
+  // Free again: a bind names the window by the key it had (k1).
+  mw->rkey = k1;
+  ASSERT_EQ(Bind2(xb, b_.cq, mw, k2, bi).status, IBV_WC_SUCCESS);
+  ibv_sge sge;
+  Fill(a_.buf, 0, 64, 12);
+  ibv_wc c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), k2, &sge));
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data() + kWinOff, 64), 0);
+  // The old key is dead.
+  c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), k1, &sge));
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  // Dealloc of a bound window lets the MR go.
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  mws_.clear();
+  EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
+  wmr_ = nullptr;
+}
+
+TEST_F(MwTest, LocalInvalidateOfAType1WindowFails) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
+                  Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  ibv_send_wr inv = {};
+  inv.wr_id = 91;
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.invalidate_rkey = mw->rkey;
+  ibv_wc c = Post(b_.qp, b_.cq, inv);
+  EXPECT_EQ(c.status, IBV_WC_LOC_QP_OP_ERR) << ibv_wc_status_str(c.status);
+  // Still bound: the MR is still busy.
+  EXPECT_EQ(ibv_dereg_mr(wmr_), EBUSY);
+}
+
+TEST_F(MwTest, SendWithInvalidateOfAType1WindowIsARemoteAccessError) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
+                  Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 65536, 4096, 1)), 0);
+  ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 64,
+                a_.mr->lkey};
+  ibv_send_wr wr = {};
+  wr.wr_id = 2;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.sg_list = &ss;
+  wr.num_sge = 1;
+  wr.invalidate_rkey = mw->rkey;
+  ibv_wc s = Post(a_.qp, a_.cq, wr);
+  EXPECT_EQ(s.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(s.status);
+}
+
+// Hostile binds, as a buggy or malicious process could post them: each
+// completes with IBV_WC_MW_BIND_ERR and takes nothing.
+class MwHostileTest : public MwTest,
+                      public ::testing::WithParamInterface<int> {};
+
+TEST_P(MwHostileTest, GarbageBindIsABindError) {
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  ibv_pd *pd2 = ibv_alloc_pd(ctx_.get());
+  ASSERT_NE(pd2, nullptr);
+  pds_.push_back(pd2);
+  ibv_mw *other = Mw(IBV_MW_TYPE_2, pd2);
+  ASSERT_NE(other, nullptr);
+  ibv_mr fake = *wmr_;
+  ibv_mw_bind_info bi = Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE);
+  ibv_mw wmw = *mw;
+  uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ibv_qp *qp = b_.qp;
+  switch (GetParam()) {
+  case 0:  // a window of another PD
+    wmw = *other;
+    rkey = ibv_inc_rkey(other->rkey);
+    break;
+  case 1:  // a new key of another window (another index)
+    rkey = mw->rkey + 0x100;
+    break;
+  case 2:  // a key the window does not have now
+    wmw.rkey ^= 0x5a;
+    break;
+  case 3:  // an lkey of nothing
+    fake.lkey = 0xfffff00u | 0x7;
+    bi.mr = &fake;
+    break;
+  case 4:  // unknown rights (and a zero-based window), raw
+    bi.mw_access_flags = 0x7fffffff;
+    break;
+  case 5:  // length wraps the address space
+    bi.addr = ~0ull - 16;
+    bi.length = 4096;
+    break;
+  case 6: {  // a QP of another PD binds a window of ours
+    ibv_qp *xa, *xb;
+    XPair(&xa, &xb, pd2);
+    ASSERT_FALSE(HasFatalFailure());
+    qp = xb;
+    break;
+  }
+  case 7:  // a type-2 bind of length 0
+    bi.length = 0;
+    break;
+  }
+  ibv_wc c = Bind2(qp, b_.cq, &wmw, rkey, bi);
+  EXPECT_EQ(c.status, IBV_WC_MW_BIND_ERR) << ibv_wc_status_str(c.status);
+  // Nothing bound: the MR is free to go.
+  EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
+  wmr_ = nullptr;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MwHostileTest, ::testing::Range(0, 8));
+
+}  // namespace
+}  // namespace trdma_lab
