@@ -184,6 +184,7 @@ struct trdma_dev {
 	struct xarray mr_xa;
 	u32 mr_next;		/* xa_alloc_cyclic cursor, under xa lock */
 	atomic_t mr_key;	/* source of key bytes */
+	atomic64_t qp_uid;	/* source of trdma_qp.uid */
 
 	/*
 	 * QPN -> struct trdma_qp.  A BH lock: the datagram receive path looks
@@ -275,8 +276,8 @@ struct trdma_mr {
 	 * state is under fr_lock: mw_key (the rkey in effect, 0 while
 	 * unbound: a type-1 window that was never bound or was bound with
 	 * length 0, a type-2 window that is free), mw_mr (the MR it is
-	 * bound to, whose reference it holds), mw_qpn (type 2: the QP it is
-	 * bound to), and iova, length and access of the binding.
+	 * bound to, whose reference it holds), mw_qp_uid (type 2: the uid of
+	 * the QP it is bound to), and iova, length and access of the binding.
 	 * trdma_rkey_get() resolves a window's rkey, under the window's
 	 * fr_lock, to its MR, taking a reference on that MR.
 	 *
@@ -286,7 +287,7 @@ struct trdma_mr {
 	 */
 	u8 mw_type;		/* 0: an MR; IB_MW_TYPE_1 or IB_MW_TYPE_2 */
 	u32 mw_key;
-	u32 mw_qpn;
+	u64 mw_qp_uid;
 	struct trdma_mr *mw_mr;
 	u32 num_mw;
 	bool dying;
@@ -516,6 +517,11 @@ struct trdma_qp {
 	bool sq_sig_all;
 	bool is_user;
 	bool corrupt;			/* a ring index was impossible */
+	/*
+	 * Never reused on the device, unlike the QPN (the QPN allocator
+	 * wraps): what a type-2 window remembers of the QP it is bound to.
+	 */
+	u64 uid;
 
 	struct trdma_ring sq;
 	void *swq;			/* kernel copies, same slot layout */
@@ -745,6 +751,7 @@ void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event);
 void trdma_qp_wr_error(struct trdma_qp *qp);
 void trdma_qp_rx_stopped(struct trdma_qp *qp);
 void trdma_qp_timed_out(struct trdma_qp *qp);
+void trdma_qp_retries_exhausted(struct trdma_qp *qp, bool sent_only);
 void trdma_qp_peer_closed(struct trdma_qp *qp);
 u32 trdma_qp_transport_ms(const struct trdma_qp *qp);
 void trdma_qp_error(struct trdma_qp *qp, enum ib_event_type event,

@@ -913,7 +913,14 @@ static int trdma_pending_bind(struct trdma_pending *p)
 
 	mutex_lock(&qp->state_mutex);
 	proof = trdma_hello_proof(qp, h);
-	if (qp->state < IB_QPS_RTR) {
+	if (qp->state < IB_QPS_RTR || qp->state == IB_QPS_ERR) {
+		/*
+		 * Not ready for its peer yet, or in error: its owner may
+		 * reset it and connect it again (pyverbs' tests do, one side
+		 * after the other).  The connection waits, as for a QP not
+		 * in RTR yet, as a RoCE requester retries while the peer
+		 * drops its packets.
+		 */
 		rv = -EAGAIN;
 	} else if (qp->state > IB_QPS_RTS || qp->sock ||
 		   !qp->attr.ah_attr.grh.sgid_attr || trdma_cm_is_active(qp) ||

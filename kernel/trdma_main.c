@@ -453,6 +453,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.query_qp = trdma_query_qp,
 	.query_srq = trdma_query_srq,
 	.reg_user_mr = trdma_reg_user_mr,
+	.rereg_user_mr = trdma_rereg_user_mr,
 	.req_notify_cq = trdma_req_notify_cq,
 	.resize_cq = trdma_resize_cq,
 

@@ -182,7 +182,9 @@ int trdma_mr_check(struct trdma_mr *mr, struct trdma_pd *pd, u64 va,
 {
 	u64 end;
 
-	if (mr->ibmr.pd != &pd->ibpd || (mr->access & access) != access)
+	/* Both may change under us: ibv_rereg_mr() in place. */
+	if (READ_ONCE(mr->ibmr.pd) != &pd->ibpd ||
+	    (READ_ONCE(mr->access) & access) != access)
 		return -EACCES;
 	if (check_add_overflow(va, len, &end) || va < mr->iova ||
 	    end > mr->iova + mr->length)
@@ -350,10 +352,12 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	return &mr->ibmr;
 }
 
-/* Refused with -EBUSY while a memory window is bound to the MR. */
-int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+/*
+ * Marks mr dying, so no window binds to it any more; -EBUSY while a window
+ * is bound to it.
+ */
+static int trdma_mr_kill(struct trdma_mr *mr)
 {
-	struct trdma_mr *mr = to_tmr(ibmr);
 	unsigned long flags;
 	bool busy;
 
@@ -362,8 +366,86 @@ int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	if (!busy)
 		mr->dying = true;
 	spin_unlock_irqrestore(&mr->fr_lock, flags);
-	if (busy)
-		return -EBUSY;
+	return busy ? -EBUSY : 0;
+}
+
+/*
+ * ibv_rereg_mr().  A change of PD or of access alone is made in place,
+ * under the MR's fr_lock, and the keys stay: lookups read the PD and the
+ * rights once (trdma_mr_check(), trdma_mw_reserve()), so a request sees
+ * the old registration or the new one.  A new translation, both changes
+ * at once (a reader could see the new PD with the old rights), or rights
+ * to write memory pinned read-only make a new MR under new keys: ib_core
+ * puts it in the old one's place and deregisters the old one as
+ * ibv_dereg_mr() would (its keys fail from then on, a READ response read
+ * from it segment by segment is cut off).  The caller (ib_core) holds the
+ * MR's uobject for write: no dereg or other rereg of it runs meanwhile.  A
+ * bound window refuses a rereg with -EBUSY, as it refuses ibv_dereg_mr();
+ * for a new MR the old one is marked dying first so that no window binds
+ * in between, and revived when the new registration fails.
+ */
+struct ib_mr *trdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				  u64 length, u64 iova, int access,
+				  struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct trdma_mr *old = to_tmr(ibmr);
+	unsigned long irqflags;
+	struct ib_mr *new;
+	int rv;
+
+	/* Only user MRs come through uverbs; be sure of it anyway. */
+	if (!old->umem || old->fast || old->mw_type)
+		return ERR_PTR(-EINVAL);
+	if ((flags & IB_MR_REREG_ACCESS) &&
+	    (access & ~(TRDMA_MR_ACCESS | IB_ACCESS_OPTIONAL)))
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access = old->access;
+	if (!(flags & IB_MR_REREG_PD))
+		ibpd = ibmr->pd;
+
+	if (!(flags & IB_MR_REREG_TRANS) &&
+	    (flags & (IB_MR_REREG_PD | IB_MR_REREG_ACCESS)) !=
+	    (IB_MR_REREG_PD | IB_MR_REREG_ACCESS) &&
+	    (old->umem->writable || !ib_access_writable(access))) {
+		rv = 0;
+		spin_lock_irqsave(&old->fr_lock, irqflags);
+		if (old->num_mw) {
+			rv = -EBUSY;
+		} else {
+			WRITE_ONCE(old->access, access);
+			WRITE_ONCE(ibmr->pd, ibpd);
+		}
+		spin_unlock_irqrestore(&old->fr_lock, irqflags);
+		return rv ? ERR_PTR(rv) : NULL;
+	}
+
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		start = old->umem->address;
+		length = old->length;
+		iova = old->iova;
+	}
+	rv = trdma_mr_kill(old);
+	if (rv)
+		return ERR_PTR(rv);
+	new = trdma_reg_user_mr(ibpd, start, length, iova, access, udata);
+	if (IS_ERR(new)) {
+		spin_lock_irqsave(&old->fr_lock, irqflags);
+		old->dying = false;
+		spin_unlock_irqrestore(&old->fr_lock, irqflags);
+	}
+	return new;
+}
+
+/* Refused with -EBUSY while a memory window is bound to the MR. */
+int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct trdma_mr *mr = to_tmr(ibmr);
+	int rv;
+
+	rv = trdma_mr_kill(mr);
+	if (rv)
+		return rv;
 	trdma_mr_free(to_tdev(ibmr->device), mr);
 	return 0;
 }
@@ -401,14 +483,22 @@ int trdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 	return 0;
 }
 
-/* Takes mr for a window: one more bound window and a reference. */
-static bool trdma_mw_reserve(struct trdma_mr *mr)
+/*
+ * Takes mr for a window of pd with remote rights access: one more bound
+ * window.  The MR's PD and rights are checked here, under its fr_lock,
+ * because ibv_rereg_mr() changes them in place under that lock.
+ */
+static bool trdma_mw_reserve(struct trdma_mr *mr, struct trdma_pd *pd,
+			     int access)
 {
 	unsigned long flags;
 	bool ok;
 
 	spin_lock_irqsave(&mr->fr_lock, flags);
-	ok = !mr->dying;
+	ok = !mr->dying && mr->ibmr.pd == &pd->ibpd &&
+	     (mr->access & IB_ACCESS_MW_BIND) &&
+	     (!(access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)) ||
+	      (mr->access & IB_ACCESS_LOCAL_WRITE));
 	if (ok)
 		mr->num_mw++;
 	spin_unlock_irqrestore(&mr->fr_lock, flags);
@@ -477,7 +567,7 @@ struct trdma_mr *trdma_rkey_get(struct trdma_qp *qp, u32 key, u64 va,
 		spin_lock_irqsave(&w->fr_lock, flags);
 		if (w->mw_key == key && w->mw_mr &&
 		    (w->mw_type == IB_MW_TYPE_1 ||
-		     w->mw_qpn == qp->ibqp.qp_num) &&
+		     w->mw_qp_uid == qp->uid) &&
 		    w->ibmr.pd == &pd->ibpd &&
 		    (w->access & access) == access &&
 		    !check_add_overflow(va, len, &end) &&
@@ -524,17 +614,13 @@ enum ib_wc_status trdma_mw_bind(struct trdma_qp *qp,
 		mr = trdma_mr_get(qp->tdev, sqe->bind.mr_lkey);
 		if (!mr)
 			return IB_WC_MW_BIND_ERR;
-		if (mr->fast || !mr->umem || mr->ibmr.pd != &pd->ibpd ||
-		    !(mr->access & IB_ACCESS_MW_BIND) ||
-		    ((access & (IB_ACCESS_REMOTE_WRITE |
-				IB_ACCESS_REMOTE_ATOMIC)) &&
-		     !(mr->access & IB_ACCESS_LOCAL_WRITE)) ||
+		if (mr->fast || !mr->umem ||
 		    check_add_overflow(va, len, &end) || va < mr->iova ||
 		    end > mr->iova + mr->length) {
 			trdma_mr_put(mr);
 			return IB_WC_MW_BIND_ERR;
 		}
-		if (!trdma_mw_reserve(mr)) {
+		if (!trdma_mw_reserve(mr, pd, access)) {
 			trdma_mr_put(mr);
 			return IB_WC_MW_BIND_ERR;
 		}
@@ -555,7 +641,7 @@ enum ib_wc_status trdma_mw_bind(struct trdma_qp *qp,
 	w->iova = va;
 	w->length = len;
 	w->access = access;
-	w->mw_qpn = qp->ibqp.qp_num;
+	w->mw_qp_uid = qp->uid;
 	w->ibmr.rkey = new_key;
 	w->mw_key = w->mw_mr ? new_key : 0;
 	st = IB_WC_SUCCESS;
@@ -591,7 +677,7 @@ static int trdma_mw_inv(struct trdma_qp *qp, u32 key, bool remote)
 		/* A type-1 window is invalidated by a bind only. */
 		if (w->mw_type == IB_MW_TYPE_2 && key && w->mw_key == key &&
 		    w->ibmr.pd == qp->ibqp.pd &&
-		    (!remote || w->mw_qpn == qp->ibqp.qp_num)) {
+		    (!remote || w->mw_qp_uid == qp->uid)) {
 			old = w->mw_mr;
 			w->mw_mr = NULL;
 			w->mw_key = 0;

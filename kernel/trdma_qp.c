@@ -330,11 +330,11 @@ void trdma_qp_fatal(struct trdma_qp *qp, enum ib_event_type event)
 }
 
 /*
- * The connection timed out (TCP_USER_TIMEOUT, from the QP's timeout and
- * retry_cnt): the oldest WQE on the wire ends with IB_WC_RETRY_EXC_ERR, as
- * on an IB transport whose retries ran out; the rest are flushed.
+ * As on an IB transport whose retries ran out: the oldest outstanding WQE
+ * (only if it went on the wire, with sent_only) ends with
+ * IB_WC_RETRY_EXC_ERR, the rest are flushed, the QP goes to error.
  */
-void trdma_qp_timed_out(struct trdma_qp *qp)
+void trdma_qp_retries_exhausted(struct trdma_qp *qp, bool sent_only)
 {
 	unsigned long flags;
 
@@ -342,11 +342,21 @@ void trdma_qp_timed_out(struct trdma_qp *qp)
 	if (qp->state == IB_QPS_RTS && qp->sq_retire != qp->sq_intake) {
 		struct trdma_swqe_info *swi = trdma_swi(qp, qp->sq_retire);
 
-		if (swi->msn_set && swi->status == IB_WC_SUCCESS)
+		if ((swi->msn_set || !sent_only) && !swi->done &&
+		    swi->status == IB_WC_SUCCESS)
 			swi->status = IB_WC_RETRY_EXC_ERR;
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+}
+
+/*
+ * The connection timed out (TCP_USER_TIMEOUT, from the QP's timeout and
+ * retry_cnt): the oldest WQE on the wire fails, the rest are flushed.
+ */
+void trdma_qp_timed_out(struct trdma_qp *qp)
+{
+	trdma_qp_retries_exhausted(qp, true);
 }
 
 static uint trdma_peer_close_grace = 1000;
@@ -419,20 +429,16 @@ static void trdma_qp_peer_gone_work(struct work_struct *work)
 	struct trdma_qp *qp = container_of(to_delayed_work(work),
 					   struct trdma_qp, peer_gone_work);
 	unsigned long flags;
-	bool gone;
+	bool gone, timed;
 
 	spin_lock_irqsave(&qp->lock, flags);
 	gone = qp->peer_closed;		/* not since reset */
-	/* Its retries ran out, sent or not: nobody was there to answer. */
-	if (gone && qp->peer_req_timed && qp->state == IB_QPS_RTS &&
-	    qp->sq_retire != qp->sq_intake) {
-		struct trdma_swqe_info *swi = trdma_swi(qp, qp->sq_retire);
-
-		if (!swi->done && swi->status == IB_WC_SUCCESS)
-			swi->status = IB_WC_RETRY_EXC_ERR;
-	}
+	timed = qp->peer_req_timed;
 	spin_unlock_irqrestore(&qp->lock, flags);
-	if (gone)
+	/* Its retries ran out, sent or not: nobody was there to answer. */
+	if (gone && timed)
+		trdma_qp_retries_exhausted(qp, false);
+	else if (gone)
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 }
 
@@ -803,6 +809,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (rv < 0)
 		goto err_rq;
 	ibqp->qp_num = qpn;
+	qp->uid = atomic64_inc_return(&tdev->qp_uid);
 
 	if (udata) {
 		rv = ib_copy_to_udata(udata, &resp,

@@ -23,6 +23,7 @@ enum trdma_rx_err {
 	TRDMA_RX_OK,
 	TRDMA_RX_PROTO,		/* malformed: close the connection */
 	TRDMA_RX_ACCESS,	/* NAK remote access error */
+	TRDMA_RX_OPERR,		/* NAK remote operational error */
 	TRDMA_RX_INVAL,		/* NAK invalid request */
 	TRDMA_RX_RNR,		/* no receive WQE */
 };
@@ -721,6 +722,14 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 				      rx->req_placed, skb, off, n);
 		if (rv == -EMSGSIZE)
 			return TRDMA_RX_INVAL;
+		/*
+		 * The receive WQE's own buffers refused it (an lkey not of
+		 * this PD, no local write, out of range): the responder's
+		 * fault, not the request's; a remote operational error to
+		 * the requester, as on other RC devices.
+		 */
+		if (rv)
+			return TRDMA_RX_OPERR;
 		rx->req_placed += n;
 	} else if (trdma_op_is_write(op)) {
 		rv = trdma_place_key(qp, rx->req_rkey,
@@ -807,7 +816,8 @@ static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
 {
 	struct trdma_rx_state *rx = &qp->rx;
 	u8 syndrome = e == TRDMA_RX_ACCESS ? TRDMA_AETH_NAK_REM_ACCESS :
-					     TRDMA_AETH_NAK_INV_REQ;
+		      e == TRDMA_RX_OPERR ? TRDMA_AETH_NAK_REM_OP :
+					    TRDMA_AETH_NAK_INV_REQ;
 	u32 msn = rx->seg.msn;
 	unsigned long flags;
 
@@ -840,6 +850,7 @@ static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e)
 	rx->dead = true;
 	/* The QP errs now; the transmitter sends the NAK, then closes. */
 	trdma_qp_error(qp, e == TRDMA_RX_ACCESS ? IB_EVENT_QP_ACCESS_ERR :
+		       e == TRDMA_RX_OPERR ? IB_EVENT_QP_FATAL :
 		       IB_EVENT_QP_REQ_ERR, false);
 	trdma_tx_kick(qp);
 }

@@ -35,6 +35,9 @@ int trdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		    unsigned int *sg_offset);
 struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 iova, int access, struct ib_udata *udata);
+struct ib_mr *trdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				  u64 length, u64 iova, int access,
+				  struct ib_pd *ibpd, struct ib_udata *udata);
 int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 int trdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int trdma_dealloc_mw(struct ib_mw *ibmw);

@@ -295,6 +295,41 @@ int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	return n;
 }
 
+/*
+ * Removes the CQEs of QP qpn not polled yet (a QP moved to RESET reports
+ * nothing more, as mlx4 and mlx5 do).  Under the CQ's lock, the CQEs of
+ * other QPs in [cons, prod) move towards prod, keeping their order, and
+ * the consumer index skips the slots freed; the kernel produces only from
+ * prod on, so it never writes a slot this reads or moves.
+ */
+void trdma_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct trdma_cq *cq = to_tcq(ibcq);
+	struct trdma_uring *r = &cq->ring;
+	uint32_t cons, prod, i, gone = 0;
+
+	pthread_spin_lock(&cq->lock);
+	cons = r->idx;
+	prod = trdma_uring_load_prod(r);
+	if (!r->map || trdma_ring_count(prod, cons) > r->num_slots) {
+		/* Lost ring or a lying producer: polls report it. */
+		pthread_spin_unlock(&cq->lock);
+		return;
+	}
+	for (i = prod; i != cons; i--) {
+		struct trdma_cqe *cqe = trdma_uring_slot(r, i - 1);
+
+		if (cqe->qp_num == qpn)
+			gone++;
+		else if (gone)
+			memcpy(trdma_uring_slot(r, i - 1 + gone), cqe,
+			       sizeof(*cqe));
+	}
+	if (gone)
+		trdma_uring_publish_cons(r, cons + gone);
+	pthread_spin_unlock(&cq->lock);
+}
+
 int trdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	return ibv_cmd_req_notify_cq(ibcq, solicited_only);

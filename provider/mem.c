@@ -76,6 +76,31 @@ struct ibv_mr *trdma_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	return &mr->vmr.ibv_mr;
 }
 
+/*
+ * ibv_rereg_mr(): the kernel registers anew under new keys (the old keys
+ * then fail) and ibv_cmd_rereg_mr() copies the keys, and the PD when it
+ * changes, into the ibv_mr; libibverbs updates its address and length.
+ * Returns 0 or an errno value, which libibverbs turns into
+ * IBV_REREG_MR_ERR_CMD with errno left as set here.
+ */
+int trdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		   void *addr, size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+	int ret;
+
+	memset(&cmd, 0, sizeof(cmd));
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		access &= ~TRDMA_DROPPED_MR_ACCESS;
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret)
+		errno = ret;
+	return ret;
+}
+
 int trdma_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret;

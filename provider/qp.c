@@ -172,6 +172,12 @@ int trdma_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		pthread_spin_unlock(&qp->rq_lock);
 		pthread_spin_unlock(&qp->sq_lock);
 	}
+	/* Nothing of a reset QP is left to poll. */
+	if (!ret && state && attr->qp_state == IBV_QPS_RESET) {
+		trdma_cq_clean(ibqp->send_cq, ibqp->qp_num);
+		if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
+			trdma_cq_clean(ibqp->recv_cq, ibqp->qp_num);
+	}
 	return ret;
 }
 

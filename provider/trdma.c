@@ -14,11 +14,10 @@
  * libibverbs' own defaults (libibverbs/dummy_ops.c) and verbs_set_ops()
  * then replaces only the members we set, so an unset verb fails with
  * EOPNOTSUPP: returned directly by the int verbs, as errno with a NULL
- * result by the object-creating ones (ibv_alloc_mw(), ibv_create_wq(),
+ * result by the object-creating ones (ibv_create_wq(), ibv_open_xrcd(),
  * ...).  The few defaults that are not errors are harmless here: the void
- * hooks (async_event, cq_event) do nothing, query_qp_data_in_order
- * reports 0 and rereg_mr reports IBV_REREG_MR_ERR_INPUT with errno
- * EOPNOTSUPP.  This is the behaviour of rdma-core v36 through v56,
+ * hooks (async_event, cq_event) do nothing and query_qp_data_in_order
+ * reports 0.  This is the behaviour of rdma-core v36 through v56,
  * checked in v44.0's libibverbs/dummy_ops.c and device.c.
  */
 #include <errno.h>
@@ -102,6 +101,7 @@ static const struct verbs_context_ops trdma_ctx_ops = {
 	.query_qp = trdma_query_qp,
 	.query_srq = trdma_query_srq,
 	.reg_mr = trdma_reg_mr,
+	.rereg_mr = trdma_rereg_mr,
 	.req_notify_cq = trdma_req_notify_cq,
 	.resize_cq = trdma_resize_cq,
 };

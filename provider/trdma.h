@@ -241,7 +241,10 @@ struct ibv_pd *trdma_alloc_pd(struct ibv_context *ibctx);
 int trdma_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *trdma_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			    uint64_t hca_va, int access);
+int trdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		   void *addr, size_t length, int access);
 int trdma_dereg_mr(struct verbs_mr *vmr);
+void trdma_cq_clean(struct ibv_cq *ibcq, uint32_t qpn);
 struct ibv_mw *trdma_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int trdma_dealloc_mw(struct ibv_mw *mw);
 int trdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,

@@ -1265,4 +1265,104 @@ TEST_F(ConformanceTest, LastWqeReachedWhenAnSrqQpLeavesService) {
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
+// A SEND whose receive WQE names memory the responder may not write (a
+// key of no MR): the receive fails with a local protection error and the
+// requester learns of a remote operational error, not an access error of
+// its own request (as rxe and mlx5 answer; rdma-core's test_mr_rereg_pd
+// and test_mr_rereg_addr expect it).
+TEST_F(DataPathTest, ReceiveIntoMemoryNotOursIsARemoteOperationalError) {
+  std::vector<ibv_sge> rs = Sges(b_, 0, 4096, 1);
+  rs[0].lkey ^= 0x100;  // another key byte: no MR
+  ASSERT_EQ(PostRecv(b_, 1, rs), 0);
+  Fill(a_.buf, 0, 4096, 3);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, Sges(a_, 0, 4096, 1)), 0);
+  ibv_wc s = Wait(a_.cq);
+  EXPECT_EQ(s.wr_id, 2u);
+  EXPECT_EQ(s.status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(s.status);
+  ibv_wc r = Wait(b_.cq);
+  EXPECT_EQ(r.wr_id, 1u);
+  EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(r.status);
+  for (size_t i = 0; i < 4096; i++)
+    if (b_.buf[i]) {
+      ADD_FAILURE() << "byte " << i << " written";
+      break;
+    }
+}
+
+// Both QPs in error, then each reset and connected again, one after the
+// other, the first reaching RTS while its peer is still in ERR (rdma-core's
+// test_mr_rereg_pd does this): the connection waits for the peer as for a
+// peer not in RTR yet, and traffic flows again.  Either QP first, so that
+// either side's dial waits.
+TEST_F(DataPathTest, QpsResetAfterAnErrorConnectAgainOneAfterTheOther) {
+  for (int round = 0; round < 2; round++) {
+    SCOPED_TRACE(round);
+    Side &first = round ? b_ : a_, &second = round ? a_ : b_;
+    std::vector<ibv_sge> rs = Sges(second, 0, 4096, 1);
+    rs[0].lkey ^= 0x100;
+    ASSERT_EQ(PostRecv(second, 1, rs), 0);
+    ASSERT_EQ(PostSend(first, 2, IBV_WR_SEND, Sges(first, 0, 4096, 1)), 0);
+    EXPECT_EQ(Wait(first.cq).status, IBV_WC_REM_OP_ERR);
+    EXPECT_EQ(Wait(second.cq).status, IBV_WC_LOC_PROT_ERR);
+
+    ibv_qp_attr ra = {};
+    ra.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(first.qp, &ra, IBV_QP_STATE), 0);
+    ASSERT_EQ(Connect(first.qp, second.qp), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(ibv_modify_qp(second.qp, &ra, IBV_QP_STATE), 0);
+    ASSERT_EQ(Connect(second.qp, first.qp), 0);
+
+    Fill(first.buf, 0, 4096, 10 + round);
+    ASSERT_EQ(PostRecv(second, 3, Sges(second, 65536, 4096, 1)), 0);
+    ASSERT_EQ(PostSend(first, 4, IBV_WR_SEND, Sges(first, 0, 4096, 1)), 0);
+    ibv_wc s = Wait(first.cq);
+    EXPECT_EQ(s.wr_id, 4u);
+    ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+    ibv_wc r = Wait(second.cq);
+    EXPECT_EQ(r.wr_id, 3u);
+    ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+    EXPECT_EQ(memcmp(first.buf.data(), second.buf.data() + 65536, 4096), 0);
+  }
+}
+
+// Moving a QP to RESET removes its completions not polled yet from its CQ
+// (as mlx4 and mlx5 do): a reset QP reports nothing more, and the other
+// QPs' completions on that CQ stay, in order.
+TEST_F(DataPathTest, ResetRemovesTheQpsCompletionsNotPolledYet) {
+  ibv_qp *q1 = NewQp(a_.cq), *q2 = NewQp(a_.cq);
+  ASSERT_TRUE(q1 && q2);
+  ASSERT_EQ(ToRtr(q1, q2), 0);
+  ASSERT_EQ(ToRtr(q2, q1), 0);
+  ibv_sge sge = {reinterpret_cast<uintptr_t>(a_.buf.data()), 64,
+                 a_.mr->lkey};
+  for (uint64_t id = 1; id <= 6; id++) {
+    ibv_recv_wr wr = {}, *bad;
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_recv(id % 2 ? q1 : q2, &wr, &bad), 0);
+  }
+  ibv_qp_attr ea = {};
+  ea.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(q2, &ea, IBV_QP_STATE), 0);
+  ASSERT_EQ(ibv_modify_qp(q1, &ea, IBV_QP_STATE), 0);
+  // Time for all six flushes to reach the CQ (none may come after the
+  // reset either); none polled yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ibv_qp_attr ra = {};
+  ra.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(q1, &ra, IBV_QP_STATE), 0);
+  ibv_wc wc[8];
+  int n = ibv_poll_cq(a_.cq, 8, wc);
+  ASSERT_EQ(n, 3);
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(wc[i].qp_num, q2->qp_num);
+    EXPECT_EQ(wc[i].wr_id, 2u * (i + 1));
+    EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+  }
+  EXPECT_EQ(ibv_destroy_qp(q1), 0);
+  EXPECT_EQ(ibv_destroy_qp(q2), 0);
+}
+
 }  // namespace

@@ -3,10 +3,12 @@
 // ibv_wr_bind_mw), remote access through a window's rkey limited to its
 // range and rights, invalidation (a type-1 rebind of length 0, LOCAL_INV,
 // SEND_WITH_INV), the bind rules of the IB spec and what a bound window
-// does to its MR.
+// does to its MR.  And ibv_rereg_mr (ReregMrTest), which a bound window
+// refuses too.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iostream>
 #include <vector>
 
 #include "qp_fixture.h"
@@ -565,6 +567,305 @@ TEST_P(MwHostileTest, GarbageBindIsABindError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MwHostileTest, ::testing::Range(0, 8));
+
+// ibv_rereg_mr(): a new PD or new rights alone keep the keys; a new
+// translation (or both, or write rights on memory pinned read-only) comes
+// under new keys and the old ones fail; a bound window refuses it.
+class ReregMrTest : public MwTest {
+ protected:
+  static constexpr size_t kLen = 65536;
+
+  // An MR of b_'s buffer at off, kLen bytes, with access.
+  ibv_mr *Mr(size_t off, int access) {
+    ibv_mr *mr = ibv_reg_mr(pd_, b_.buf.data() + off, kLen, access);
+    EXPECT_NE(mr, nullptr) << errno;
+    if (mr) mrs_.push_back(mr);
+    return mr;
+  }
+
+  ibv_pd *Pd() {
+    ibv_pd *pd = ibv_alloc_pd(ctx_.get());
+    EXPECT_NE(pd, nullptr) << errno;
+    if (pd) pds_.push_back(pd);
+    return pd;
+  }
+
+  // RDMA WRITE of len bytes of pattern seed from a_ to b_'s buffer at off.
+  ibv_wc WriteTo(size_t off, uint32_t len, uint32_t rkey, unsigned seed) {
+    Fill(a_.buf, 0, len, seed);
+    return Rdma(a_.qp, a_.cq, IBV_WR_RDMA_WRITE, 0, len, B(off), rkey);
+  }
+
+  void ExpectWritten(size_t off, uint32_t len) {
+    EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data() + off, len), 0)
+        << Diff(a_.buf.data(), b_.buf.data() + off, len);
+  }
+};
+
+constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+TEST_F(ReregMrTest, TranslationMovesTheRegionUnderNewKeys) {
+  ibv_mr *mr = Mr(0, kRw);
+  ASSERT_NE(mr, nullptr);
+  ASSERT_EQ(WriteTo(0, 4096, mr->rkey, 1).status, IBV_WC_SUCCESS);
+  ExpectWritten(0, 4096);
+  uint32_t old_rkey = mr->rkey, old_lkey = mr->lkey;
+
+  constexpr size_t kTo = 1 << 20;
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
+                         b_.buf.data() + kTo, kLen, 0),
+            0)
+      << errno;
+  EXPECT_NE(mr->rkey, old_rkey);
+  EXPECT_NE(mr->lkey, old_lkey);
+  EXPECT_EQ(mr->addr, b_.buf.data() + kTo);
+  EXPECT_EQ(mr->length, kLen);
+
+  // The new range, byte for byte, its last byte included; nothing at the
+  // old one.
+  std::vector<uint8_t> before(b_.buf.begin(), b_.buf.begin() + kLen);
+  ibv_wc c = WriteTo(kTo + kLen - 8192, 8192, mr->rkey, 2);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ExpectWritten(kTo + kLen - 8192, 8192);
+  EXPECT_EQ(memcmp(before.data(), b_.buf.data(), kLen), 0);
+  // The old range under the new key: outside the region.
+  c = WriteTo(0, 64, mr->rkey, 3);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(before.data(), b_.buf.data(), kLen), 0);
+}
+
+TEST_F(ReregMrTest, OldKeysFailAfterwards) {
+  ibv_mr *mr = Mr(0, kRw);
+  ASSERT_NE(mr, nullptr);
+  uint32_t old_rkey = mr->rkey, old_lkey = mr->lkey;
+  // The same range anew: new keys all the same.
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
+                         b_.buf.data(), kLen, 0),
+            0)
+      << errno;
+  ASSERT_NE(mr->rkey, old_rkey);
+  // Remote use of the old rkey: a remote access error.
+  ibv_wc c = WriteTo(0, 64, old_rkey, 4);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  ExpectUntouched(0, kLen);
+  // Local use of the old lkey, on a pair of its own (that error took
+  // a_ and b_ down): a local protection error.
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_sge sge = {B(0), 64, old_lkey};
+  ibv_send_wr wr = {};
+  wr.wr_id = 70;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(a_.buf.data());
+  wr.wr.rdma.rkey = a_.mr->rkey;
+  c = Post(xb, b_.cq, wr);
+  EXPECT_EQ(c.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(c.status);
+}
+
+TEST_F(ReregMrTest, AccessChangeGrantsAndRevokesUnderTheSameKeys) {
+  ibv_mr *mr = Mr(0, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  uint32_t rkey = mr->rkey, lkey = mr->lkey;
+  Fill(b_.buf, 0, kLen, 5);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+            0)
+      << errno;
+  EXPECT_EQ(mr->rkey, rkey);
+  EXPECT_EQ(mr->lkey, lkey);
+  ibv_wc c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_READ, 0, kLen, B(0), mr->rkey);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), kLen), 0)
+      << Diff(b_.buf.data(), a_.buf.data(), kLen);
+
+  // Read only now: a remote write through the key is refused.
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_REMOTE_READ),
+            0)
+      << errno;
+  EXPECT_EQ(mr->rkey, rkey);
+  std::vector<uint8_t> before(b_.buf.begin(), b_.buf.begin() + kLen);
+  c = WriteTo(0, 64, mr->rkey, 6);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(before.data(), b_.buf.data(), kLen), 0);
+}
+
+// Memory registered without any write right is pinned read-only: rights to
+// write it need it pinned anew, under new keys.
+TEST_F(ReregMrTest, WriteRightsOnReadOnlyMemoryComeUnderNewKeys) {
+  ibv_mr *mr = Mr(0, IBV_ACCESS_REMOTE_READ);
+  ASSERT_NE(mr, nullptr);
+  uint32_t rkey = mr->rkey;
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         kRw),
+            0)
+      << errno;
+  EXPECT_NE(mr->rkey, rkey);
+  ibv_wc c = WriteTo(4096, 8192, mr->rkey, 14);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ExpectWritten(4096, 8192);
+  c = WriteTo(0, 64, rkey, 15);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+}
+
+TEST_F(ReregMrTest, PdChangeDecidesWhichQpsReachTheMr) {
+  ibv_mr *mr = Mr(0, kRw);
+  ASSERT_NE(mr, nullptr);
+  ibv_pd *pd2 = Pd();
+  ASSERT_NE(pd2, nullptr);
+  uint32_t rkey = mr->rkey;
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0)
+      << errno;
+  EXPECT_EQ(mr->pd, pd2);
+  EXPECT_EQ(mr->rkey, rkey);
+  // Back to the QPs' PD with more rights, both in one call: new keys.
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS,
+                         pd_, nullptr, 0, kRw | IBV_ACCESS_REMOTE_READ),
+            0)
+      << errno;
+  EXPECT_EQ(mr->pd, pd_);
+  EXPECT_NE(mr->rkey, rkey);
+  rkey = mr->rkey;
+  ibv_wc c = WriteTo(128, 4096, mr->rkey, 7);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ExpectWritten(128, 4096);
+  c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_READ, 65536, 4096, B(128), mr->rkey);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(a_.buf.data() + 65536, b_.buf.data() + 128, 4096), 0);
+
+  // In another PD than b_'s QP: out of its reach, under the same key.
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0)
+      << errno;
+  EXPECT_EQ(mr->rkey, rkey);
+  std::vector<uint8_t> before(b_.buf.begin(), b_.buf.begin() + kLen);
+  c = WriteTo(0, 64, mr->rkey, 8);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(before.data(), b_.buf.data(), kLen), 0);
+}
+
+TEST_F(ReregMrTest, BoundWindowRefusesItAndTheMrStaysAsItWas) {
+  ibv_mr *mr = Mr(0, kRw | IBV_ACCESS_MW_BIND);
+  ASSERT_NE(mr, nullptr);
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw, Info(mr, 0, 4096, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  uint32_t rkey = mr->rkey;
+  // In place (rights) or anew (translation): both refused.
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         kRw),
+            IBV_REREG_MR_ERR_CMD);
+  EXPECT_EQ(errno, EBUSY);
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
+                         b_.buf.data(), kLen, 0),
+            IBV_REREG_MR_ERR_CMD);
+  EXPECT_EQ(errno, EBUSY);
+  EXPECT_EQ(mr->rkey, rkey);
+  // The MR and the window both still work.
+  ibv_wc c = WriteTo(8192, 4096, mr->rkey, 9);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ExpectWritten(8192, 4096);
+  c = WriteTo(0, 4096, mw->rkey, 10);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ExpectWritten(0, 4096);
+
+  // Unbound (a type-1 bind of length 0), the MR can change.
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw, Info(mr, 0, 0, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         kRw),
+            0)
+      << errno;
+  c = WriteTo(16384, 4096, mr->rkey, 11);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ExpectWritten(16384, 4096);
+}
+
+TEST_F(ReregMrTest, SenderReadsTheNewTranslationThroughItsNewLkey) {
+  ibv_mr *mr = ibv_reg_mr(pd_, a_.buf.data() + (2 << 20), kLen,
+                          IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr) << errno;
+  mrs_.push_back(mr);
+  constexpr size_t kTo = 3 << 20;
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
+                         a_.buf.data() + kTo, kLen, 0),
+            0)
+      << errno;
+  Fill(a_.buf, kTo, kLen, 12);
+  std::vector<ibv_sge> sg = {
+      {reinterpret_cast<uintptr_t>(a_.buf.data() + kTo), kLen, mr->lkey}};
+  ASSERT_EQ(PostSend(a_, 71, IBV_WR_RDMA_WRITE, sg, B(0), b_.mr->rkey), 0);
+  ibv_wc c = Wait(a_.cq);
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(memcmp(a_.buf.data() + kTo, b_.buf.data(), kLen), 0)
+      << Diff(a_.buf.data() + kTo, b_.buf.data(), kLen);
+  // The old range under the new lkey: outside the region.
+  sg[0].addr = reinterpret_cast<uintptr_t>(a_.buf.data() + (2 << 20));
+  ASSERT_EQ(PostSend(a_, 72, IBV_WR_RDMA_WRITE, sg, B(0), b_.mr->rkey), 0);
+  c = Wait(a_.cq);
+  EXPECT_EQ(c.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(c.status);
+}
+
+// READs in flight while their MR is registered anew.  A READ response is
+// read from the MR segment by segment, as with ibv_dereg_mr under remote
+// reads (HostileTest.MrDeregisteredUnderRemoteReads): each READ delivers
+// the whole range, or one fails, with a remote access error (not started
+// when the old key went) or a transport retry error (cut off mid-response:
+// the responder closes the connection), and the rest flush.  The old
+// registration goes once its last reader is done (no oops or leak: the
+// lab's dmesg check).
+TEST_F(ReregMrTest, ReadsInFlightFinishOrFailCleanly) {
+  constexpr uint32_t kRead = 1 << 20;
+  constexpr int kReads = 6;
+  ibv_mr *mr = ibv_reg_mr(pd_, b_.buf.data(), kRead,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  ASSERT_NE(mr, nullptr) << errno;
+  mrs_.push_back(mr);
+  Fill(b_.buf, 0, kRead, 13);
+  for (int i = 0; i < kReads; i++) {
+    std::vector<ibv_sge> sg = {
+        {reinterpret_cast<uintptr_t>(a_.buf.data() + i * kRead), kRead,
+         a_.mr->lkey}};
+    ASSERT_EQ(PostSend(a_, 80 + i, IBV_WR_RDMA_READ, sg, B(0), mr->rkey), 0);
+  }
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
+                         b_.buf.data(), kRead, 0),
+            0)
+      << errno;
+  int ok = 0, failed = 0, flushed = 0;
+  for (int i = 0; i < kReads; i++) {
+    ibv_wc c = Wait(a_.cq);
+    ASSERT_EQ(c.wr_id, 80u + i);
+    if (c.status == IBV_WC_SUCCESS) {
+      ASSERT_EQ(failed + flushed, 0) << "a success after a failure";
+      ok++;
+      EXPECT_EQ(memcmp(a_.buf.data() + i * kRead, b_.buf.data(), kRead), 0)
+          << "read " << i << ": "
+          << Diff(b_.buf.data(), a_.buf.data() + i * kRead, kRead);
+    } else if (c.status == IBV_WC_REM_ACCESS_ERR ||
+               c.status == IBV_WC_RETRY_EXC_ERR) {
+      ASSERT_EQ(failed + flushed, 0) << "a second failure";
+      failed++;
+    } else {
+      EXPECT_EQ(c.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(c.status);
+      EXPECT_EQ(failed, 1);
+      flushed++;
+    }
+  }
+  std::cout << "reads: " << ok << " whole, " << failed << " failed, "
+            << flushed << " flushed\n";
+  // The new key reads (on a pair still up).
+  if (failed) return;
+  ibv_wc c = Rdma(a_.qp, a_.cq, IBV_WR_RDMA_READ, 0, 4096, B(0), mr->rkey);
+  EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+}
 
 }  // namespace
 }  // namespace trdma_lab

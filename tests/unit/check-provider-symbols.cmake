@@ -52,6 +52,7 @@ set(required
   ibv_cmd_alloc_pd
   ibv_cmd_dealloc_pd
   ibv_cmd_reg_mr
+  ibv_cmd_rereg_mr
   ibv_cmd_dereg_mr
   ibv_cmd_alloc_mw
   ibv_cmd_dealloc_mw

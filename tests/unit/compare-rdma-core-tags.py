@@ -30,7 +30,8 @@ FUNCS = ["verbs_register_driver", "_verbs_init_and_alloc_context",
          "ibv_cmd_query_device_any", "ibv_cmd_query_port",
          "ibv_read_ibdev_sysfs_file",
          "ibv_cmd_alloc_pd", "ibv_cmd_dealloc_pd", "ibv_cmd_reg_mr",
-         "ibv_cmd_dereg_mr", "ibv_cmd_create_cq", "ibv_cmd_req_notify_cq",
+         "ibv_cmd_rereg_mr", "ibv_cmd_dereg_mr", "ibv_cmd_alloc_mw",
+         "ibv_cmd_dealloc_mw", "ibv_cmd_create_cq", "ibv_cmd_req_notify_cq",
          "ibv_cmd_resize_cq", "ibv_cmd_destroy_cq", "ibv_cmd_create_srq",
          "ibv_cmd_modify_srq",
          "ibv_cmd_query_srq", "ibv_cmd_destroy_srq", "ibv_cmd_create_qp",
@@ -40,6 +41,7 @@ FUNCS = ["verbs_register_driver", "_verbs_init_and_alloc_context",
 SYMBOLS = ["verbs_register_driver_@IBVERBS_PABI_VERSION@"] + FUNCS[1:]
 CMDS = ["IB_USER_VERBS_CMD_GET_CONTEXT", "IB_USER_VERBS_CMD_QUERY_PORT",
         "IB_USER_VERBS_CMD_ALLOC_PD", "IB_USER_VERBS_CMD_REG_MR",
+        "IB_USER_VERBS_CMD_REREG_MR", "IB_USER_VERBS_CMD_ALLOC_MW",
         "IB_USER_VERBS_CMD_CREATE_CQ",
         "IB_USER_VERBS_CMD_RESIZE_CQ", "IB_USER_VERBS_CMD_CREATE_QP",
         "IB_USER_VERBS_CMD_QUERY_QP", "IB_USER_VERBS_CMD_MODIFY_QP",
@@ -58,6 +60,8 @@ BODIES = [
     ("libibverbs/cmd_srq.c", "ibv_cmd_create_srq"),
     # Which access flags reach reg_mr.
     ("libibverbs/verbs.c", "ibv_reg_mr_iova2"),
+    # Which flags and access reach rereg_mr, and what it updates after.
+    ("libibverbs/verbs.c", "ibv_rereg_mr"),
     # The comp_mask ibv_qp_to_qp_ex() tests (see provider/trdma.h).
     ("libibverbs/verbs.c", "ibv_qp_to_qp_ex"),
     # No cq_event / async_event work is left to the provider.
@@ -97,6 +101,10 @@ def prototype(src, name):
 def function_body(src, name):
     m = re.search(r"\n[^\n;{}#]*\b" + re.escape(name) +
                   r"\s*\([^;{]*\)\s*\{", src)
+    if not m:
+        # Versioned entry points: LATEST_SYMVER_FUNC(name, ver, ...) {
+        m = re.search(r"\nLATEST_SYMVER_FUNC\(" + re.escape(name) +
+                      r",[^;{]*\)\s*\{", src)
     if not m:
         return None
     i, depth = m.end(), 1

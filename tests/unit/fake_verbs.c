@@ -506,6 +506,39 @@ int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	return 0;
 }
 
+/*
+ * trdma_rereg_user_mr(): a new registration under new keys, refused (the
+ * MR unchanged) for access bits trdma.ko does not offer.
+ */
+int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
+		     size_t length, uint64_t hca_va, int access,
+		     struct ibv_pd *pd, struct ibv_rereg_mr *cmd,
+		     size_t cmd_sz, struct ib_uverbs_rereg_mr_resp *resp,
+		     size_t resp_sz)
+{
+	(void)addr, (void)length, (void)resp, (void)resp_sz;
+	if (cmd_sz != sizeof(*cmd) || !flags ||
+	    (flags & ~(uint32_t)IBV_REREG_MR_FLAGS_SUPPORTED)) {
+		fk.stats.bad_commands++;
+		return EINVAL;
+	}
+	if (!(flags & IBV_REREG_MR_CHANGE_ACCESS))
+		access = vmr->access;
+	if (access & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+		       IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING))
+		return EOPNOTSUPP;
+	fk.stats.last_mr_access = access;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		fk.stats.last_mr_iova = hca_va;
+	vmr->access = access;
+	vmr->ibv_mr.lkey = ++fk.next_handle << 8 | 1;
+	vmr->ibv_mr.rkey = vmr->ibv_mr.lkey;
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		vmr->ibv_mr.pd = pd;
+	return 0;
+}
+
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr)
 {
 	(void)vmr;
@@ -1168,6 +1201,25 @@ struct ibv_mr *fk_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		mr->length = length;
 	}
 	return mr;
+}
+
+/* ibv_rereg_mr() past its input checks: what it updates on success. */
+int fk_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+		size_t length, int access)
+{
+	int ret = fk.ops.rereg_mr(trdma_container_of(mr, struct verbs_mr,
+						     ibv_mr),
+				  flags, pd, addr, length, access);
+
+	if (ret)
+		return ret;
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		mr->pd = pd;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		mr->addr = addr;
+		mr->length = length;
+	}
+	return 0;
 }
 
 int fk_dereg_mr(struct ibv_mr *mr)

@@ -37,6 +37,8 @@ struct ibv_pd *fk_alloc_pd(struct ibv_context *ctx);
 int fk_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *fk_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			 uint64_t iova, int access);
+int fk_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+		size_t length, int access);
 int fk_dereg_mr(struct ibv_mr *mr);
 
 struct ibv_cq *fk_create_cq(struct ibv_context *ctx, int cqe);

@@ -258,11 +258,11 @@ TEST_F(Provider, ImplementsTheVerbsItShouldAndNoMore)
 	       "create_srq", "modify_srq", "query_srq", "destroy_srq",
 	       "post_srq_recv", "create_ah", "destroy_ah", "query_device_ex",
 	       "query_port", "free_context", "create_cq_ex", "create_qp_ex",
-	       "resize_cq", "alloc_mw", "dealloc_mw", "bind_mw" })
+	       "resize_cq", "alloc_mw", "dealloc_mw", "bind_mw", "rereg_mr" })
 		EXPECT_TRUE(fk_op_is_set(op)) << op;
 	// Left to libibverbs' defaults: EOPNOTSUPP, or no-op hooks.
 	for (const char *op :
-	     { "create_srq_ex", "cq_event", "async_event", "rereg_mr" })
+	     { "create_srq_ex", "cq_event", "async_event" })
 		EXPECT_FALSE(fk_op_is_set(op)) << op;
 }
 
@@ -287,6 +287,60 @@ TEST_F(Provider, RegMrPassesIovaAndDropsUnknownOptionalAccess)
 	EXPECT_EQ(fk_reg_mr(pd_, buf_, sizeof(buf_), 0, IBV_ACCESS_ZERO_BASED),
 		  nullptr);
 	EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// ibv_rereg_mr(): new keys copied into the ibv_mr, the access passed as
+// reg_mr passes it, the PD and translation changed only when asked; a
+// refused rereg leaves the MR as it was, with errno set.
+TEST_F(Provider, ReregMrTakesNewKeysAndKeepsWhatItIsNotAskedToChange)
+{
+	const int optional_unknown = IBV_ACCESS_RELAXED_ORDERING << 1;
+	static char other[4096];
+	ibv_mr *mr = fk_reg_mr(pd_, buf_, sizeof(buf_), (uintptr_t)buf_,
+			       IBV_ACCESS_LOCAL_WRITE);
+	ibv_pd *pd2 = fk_alloc_pd(ctx_);
+
+	ASSERT_NE(mr, nullptr) << errno;
+	ASSERT_NE(pd2, nullptr) << errno;
+	uint32_t lkey = mr->lkey;
+
+	ASSERT_EQ(fk_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr,
+			      0,
+			      IBV_ACCESS_LOCAL_WRITE |
+				      IBV_ACCESS_REMOTE_READ |
+				      optional_unknown),
+		  0);
+	EXPECT_EQ(Stats().last_mr_access,
+		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	EXPECT_NE(mr->lkey, lkey);
+	EXPECT_EQ(mr->rkey, mr->lkey);
+	EXPECT_EQ(mr->pd, pd_);
+	EXPECT_EQ(mr->addr, (void *)buf_);
+
+	lkey = mr->lkey;
+	ASSERT_EQ(fk_rereg_mr(mr,
+			      IBV_REREG_MR_CHANGE_PD |
+				      IBV_REREG_MR_CHANGE_TRANSLATION,
+			      pd2, other, sizeof(other), 0),
+		  0);
+	EXPECT_EQ(mr->pd, pd2);
+	EXPECT_EQ(mr->addr, (void *)other);
+	EXPECT_EQ(mr->length, sizeof(other));
+	EXPECT_EQ(Stats().last_mr_iova, (uintptr_t)other);
+	EXPECT_EQ(Stats().last_mr_access,
+		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	EXPECT_NE(mr->lkey, lkey);
+
+	lkey = mr->lkey;
+	errno = 0;
+	EXPECT_EQ(fk_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr,
+			      0, IBV_ACCESS_ZERO_BASED),
+		  EOPNOTSUPP);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	EXPECT_EQ(mr->lkey, lkey);
+	EXPECT_EQ(mr->pd, pd2);
+	EXPECT_EQ(fk_dereg_mr(mr), 0);
+	EXPECT_EQ(fk_dealloc_pd(pd2), 0);
 }
 
 TEST_F(Provider, CreateCqMapsTheRing)
