@@ -674,11 +674,11 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
 	flags = more || n < len ? MSG_MORE : 0;
 	if (copy) {
-		/* kmap(): sending may sleep for the socket lock. */
-		void *src = kmap(page);
+		/* A local mapping may be held across the socket lock's sleep. */
+		void *src = kmap_local_page(page);
 
 		rv = trdma_tx_copy(sock->sk, false, src + pg_off, n, flags);
-		kunmap(page);
+		kunmap_local(src);
 	} else {
 		rv = trdma_sendpage(sock, page, pg_off, n,
 				    MSG_DONTWAIT | MSG_NOSIGNAL | flags);
