@@ -218,11 +218,15 @@ class DataPathTest : public ::testing::Test {
   }
 
   int PostRecv(Side &s, uint64_t id, std::vector<ibv_sge> sges) {
+    return PostRecvOn(s.qp, id, std::move(sges));
+  }
+
+  int PostRecvOn(ibv_qp *qp, uint64_t id, std::vector<ibv_sge> sges) {
     ibv_recv_wr wr = {}, *bad;
     wr.wr_id = id;
     wr.sg_list = sges.data();
     wr.num_sge = sges.size();
-    return ibv_post_recv(s.qp, &wr, &bad);
+    return ibv_post_recv(qp, &wr, &bad);
   }
 
   int PostSend(Side &s, uint64_t id, ibv_wr_opcode op, std::vector<ibv_sge> sg,

@@ -34,18 +34,27 @@ class UcTest : public DataPathTest {
         << "completion " << wc.wr_id << " status " << wc.status;
   }
 
+  // The completions of a SEND id of len bytes from a_ to b_, both
+  // successful; returns the receive's.
+  ibv_wc ExpectPair(uint64_t id, uint32_t len) {
+    ibv_wc s = Wait(a_.cq), r = Wait(b_.cq);
+    EXPECT_EQ(s.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(s.opcode, IBV_WC_SEND);
+    EXPECT_EQ(s.wr_id, id);
+    EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(r.opcode, IBV_WC_RECV);
+    EXPECT_EQ(r.wr_id, id);
+    EXPECT_EQ(r.byte_len, len);
+    return r;
+  }
+
   // A SEND of len bytes (seed) from a_ at offset 0 into a receive at b_'s
   // offset 0: both succeed and the bytes arrive.
   void ExpectSend(uint64_t id, uint32_t len, unsigned seed) {
     Fill(a_.buf, 0, len, seed);
     ASSERT_EQ(PostRecv(b_, id, Sges(b_, 0, len, 1)), 0);
     ASSERT_EQ(PostSend(a_, id, IBV_WR_SEND, Sges(a_, 0, len, 1)), 0);
-    ibv_wc s = Wait(a_.cq), r = Wait(b_.cq);
-    EXPECT_EQ(s.status, IBV_WC_SUCCESS);
-    EXPECT_EQ(s.wr_id, id);
-    EXPECT_EQ(r.status, IBV_WC_SUCCESS);
-    EXPECT_EQ(r.wr_id, id);
-    EXPECT_EQ(r.byte_len, len);
+    ExpectPair(id, len);
     EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data(), len), 0)
         << Diff(a_.buf.data(), b_.buf.data(), len);
   }
@@ -67,13 +76,7 @@ TEST_F(UcTest, SendsArriveByteForByte) {
       ASSERT_EQ(PostSend(a_, id, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
                          ss, 0, 0, 0xabc000 + id),
                 0);
-      ibv_wc s = Wait(a_.cq), r = Wait(b_.cq);
-      EXPECT_EQ(s.status, IBV_WC_SUCCESS);
-      EXPECT_EQ(s.opcode, IBV_WC_SEND);
-      EXPECT_EQ(r.status, IBV_WC_SUCCESS);
-      EXPECT_EQ(r.opcode, IBV_WC_RECV);
-      EXPECT_EQ(r.wr_id, id);
-      EXPECT_EQ(r.byte_len, len);
+      ibv_wc r = ExpectPair(id, len);
       EXPECT_EQ(!!(r.wc_flags & IBV_WC_WITH_IMM), imm);
       if (imm) {
         EXPECT_EQ(ntohl(r.imm_data), 0xabc000 + id);
@@ -206,18 +209,11 @@ TEST_F(UcTest, ReadsAndAtomicsAreRefusedAtPost) {
   for (ibv_wr_opcode op :
        {IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
         IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_SEND_WITH_INV}) {
-    ibv_sge sg = {reinterpret_cast<uintptr_t>(a_.buf.data()), 8,
-                  a_.mr->lkey};
-    ibv_send_wr wr = {}, *bad = nullptr;
-    wr.wr_id = 77;
-    wr.opcode = op;
-    wr.sg_list = &sg;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b_.buf.data());
-    wr.wr.rdma.rkey = b_.mr->rkey;
-    EXPECT_EQ(ibv_post_send(a_.qp, &wr, &bad), EINVAL) << op;
-    EXPECT_EQ(bad, &wr) << op;
+    EXPECT_EQ(PostSend(a_, 77, op, Sges(a_, 0, 8, 1),
+                       reinterpret_cast<uintptr_t>(b_.buf.data()),
+                       b_.mr->rkey),
+              EINVAL)
+        << op;
   }
   ExpectQuiet(a_.cq, 100);
   ExpectSend(1, 100, 1);
@@ -259,15 +255,12 @@ TEST_F(UcTest, ModifyQpTakesUcAttributesOnly) {
   // Required: the destination QPN.
   EXPECT_EQ(ibv_modify_qp(qp, &r, rtr & ~IBV_QP_DEST_QPN), EINVAL);
 
-  // A second QP to take the same steps up to RTS (its peer never comes).
+  // RTS: no timeout, retry counts or READ depth (any value); its peer
+  // never comes.
   ASSERT_EQ(ibv_modify_qp(qp, &r, rtr), 0);
   ibv_qp_attr t = {};
   t.qp_state = IBV_QPS_RTS;
   t.sq_psn = 9;
-  t.timeout = 14;
-  t.retry_cnt = 7;
-  t.rnr_retry = 7;
-  t.max_rd_atomic = 1;
   for (int extra : {IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY,
                     IBV_QP_MAX_QP_RD_ATOMIC})
     EXPECT_EQ(ibv_modify_qp(qp, &t, IBV_QP_STATE | IBV_QP_SQ_PSN | extra),
@@ -308,12 +301,7 @@ TEST_F(UcTest, BindsOnlyToAUcPeer) {
   ASSERT_GE(fd, 0);
   EXPECT_EQ(reply, TRDMA_HELLO_ACCEPT);
   // A UC SEND_ONLY from the raw peer lands in a receive of v2.
-  ibv_sge rs = {reinterpret_cast<uintptr_t>(b_.buf.data()), 64, b_.mr->lkey};
-  ibv_recv_wr rwr = {}, *rbad;
-  rwr.wr_id = 42;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ASSERT_EQ(ibv_post_recv(v2, &rwr, &rbad), 0);
+  ASSERT_EQ(PostRecvOn(v2, 42, Sges(b_, 0, 64, 1)), 0);
   struct {
     trdma_bth bth;
     uint8_t data[4];
