@@ -108,6 +108,7 @@ enum trdma_counter {
 	TRDMA_CNT_REMOTE_INV,
 	TRDMA_CNT_MW_BIND,
 	TRDMA_CNT_MW_INV,
+	TRDMA_CNT_UC_RX_DROPPED,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -471,6 +472,12 @@ struct trdma_rx_state {
 	u32 imm;		/* ImmDt, or with has_inv the rkey invalidated */
 	bool has_imm;
 	bool has_inv;
+	/*
+	 * UC: the message uc_drop_msn is being dropped (it could not be
+	 * placed); its later segments are discarded up to its last.
+	 */
+	bool uc_drop;
+	u32 uc_drop_msn;
 	/* Discarding requests until the peer resends this MSN (RNR). */
 	bool rnr_wait;
 	u32 rnr_msn;
@@ -492,7 +499,8 @@ struct trdma_rx_state {
 };
 
 /*
- * A reliable-connected QP.
+ * A QP: reliable or unreliable connected (RC, UC: both ride a TCP
+ * connection), or a datagram QP (UD, GSI: trdma_ud.c).
  *
  * Send queue indices, all free-running: the provider (or post_send for a
  * kernel QP) produces WQEs up to ring.ctrl->prod; the kernel takes each one
@@ -508,7 +516,7 @@ struct trdma_rx_state {
 struct trdma_qp {
 	struct ib_qp ibqp;
 	struct trdma_dev *tdev;
-	enum ib_qp_type type;		/* RC, UD or GSI */
+	enum ib_qp_type type;		/* RC, UC, UD or GSI */
 	struct mutex state_mutex;	/* see above */
 	spinlock_t lock;		/* see above */
 	enum ib_qp_state state;
@@ -695,6 +703,24 @@ to_tmmap(struct rdma_user_mmap_entry *e)
 static inline struct trdma_dev *to_tdev(struct ib_device *ibdev)
 {
 	return container_of(ibdev, struct trdma_dev, ibdev);
+}
+
+/*
+ * Whether a QP is unreliable connected: its requests complete once TCP has
+ * them, nothing answers them, and a message it cannot place is dropped.
+ */
+static inline bool trdma_qp_is_uc(const struct trdma_qp *qp)
+{
+	return qp->type == IB_QPT_UC;
+}
+
+/* The work requests a UC QP sends: SENDs and WRITEs, with immediate or not. */
+static inline bool trdma_uc_opcode(u8 wr_opcode)
+{
+	return wr_opcode == IB_UVERBS_WR_SEND ||
+	       wr_opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
+	       wr_opcode == IB_UVERBS_WR_RDMA_WRITE ||
+	       wr_opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
 }
 
 /* RTR or RTS: the states in which a QP has (or makes) its connection. */

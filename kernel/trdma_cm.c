@@ -80,6 +80,8 @@ static void trdma_hello_init(struct trdma_hello *h, struct trdma_qp *qp,
 	h->magic = cpu_to_be32(TRDMA_HELLO_MAGIC);
 	h->version = TRDMA_WIRE_VERSION;
 	h->type = type;
+	if (trdma_qp_is_uc(qp))
+		h->flags = cpu_to_be16(TRDMA_HELLO_UC);
 	h->src_qpn = cpu_to_be32(qp->ibqp.qp_num);
 	h->dst_qpn = cpu_to_be32(qp->attr.dest_qp_num);
 	h->path_mtu = qp->attr.path_mtu;
@@ -88,6 +90,12 @@ static void trdma_hello_init(struct trdma_hello *h, struct trdma_qp *qp,
 	if (grh->sgid_attr)
 		memcpy(h->src_gid, grh->sgid_attr->gid.raw, 16);
 	memcpy(h->dst_gid, grh->dgid.raw, 16);
+}
+
+/* Whether a hello comes from a UC QP (TRDMA_HELLO_UC). */
+static bool trdma_hello_uc(const struct trdma_hello *h)
+{
+	return h->flags & cpu_to_be16(TRDMA_HELLO_UC);
 }
 
 static int trdma_send_all(struct socket *sock, void *buf, size_t len)
@@ -568,7 +576,7 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 		/* The proof of the PSN exchanged out of band: docs/wire.md */
 		mutex_lock(&qp->state_mutex);
 		if (qp->state == IB_QPS_RTS) {
-			hello->flags = cpu_to_be16(TRDMA_HELLO_SQ_PSN);
+			hello->flags |= cpu_to_be16(TRDMA_HELLO_SQ_PSN);
 			hello->sq_psn = cpu_to_be32(qp->attr.sq_psn);
 		}
 		mutex_unlock(&qp->state_mutex);
@@ -585,7 +593,8 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	if (!rv && (reply->magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
 		    reply->type != (self ? TRDMA_HELLO_REQ :
 					   TRDMA_HELLO_ACCEPT) ||
-		    reply->src_qpn != hello->dst_qpn))
+		    reply->src_qpn != hello->dst_qpn ||
+		    trdma_hello_uc(reply) != trdma_qp_is_uc(qp)))
 		rv = reply->type == TRDMA_HELLO_REJECT ? -ECONNREFUSED :
 							 -EPROTO;
 	if (rv) {
@@ -923,6 +932,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 		 */
 		rv = -EAGAIN;
 	} else if (qp->state > IB_QPS_RTS || qp->sock ||
+		   trdma_qp_is_ud(qp) || trdma_hello_uc(h) != trdma_qp_is_uc(qp) ||
 		   !qp->attr.ah_attr.grh.sgid_attr || trdma_cm_is_active(qp) ||
 		   qp->attr.dest_qp_num != be32_to_cpu(h->src_qpn) ||
 		   memcmp(qp->attr.ah_attr.grh.dgid.raw, h->src_gid, 16)) {

@@ -510,6 +510,13 @@ static enum ib_wc_status trdma_sqe_check(struct trdma_qp *qp,
 	status = trdma_slot_sqe_check(sqe, &lim, len);
 	if (status != IB_WC_SUCCESS)
 		return status;
+	/*
+	 * UC has SENDs and WRITEs, no READ, atomic or SEND with invalidate
+	 * (local work requests are the QP's own business).
+	 */
+	if (trdma_qp_is_uc(qp) && !trdma_sqe_is_local(sqe) &&
+	    !trdma_uc_opcode(sqe->opcode))
+		return IB_WC_LOC_QP_OP_ERR;
 	/* A datagram is one SEND of at most the port's MTU. */
 	if (trdma_qp_is_ud(qp)) {
 		if (sqe->opcode != IB_UVERBS_WR_SEND &&
@@ -701,6 +708,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	switch (init->qp_type) {
 	case IB_QPT_RC:
+	case IB_QPT_UC:
 	case IB_QPT_UD:
 		break;
 	case IB_QPT_GSI:
@@ -905,6 +913,11 @@ static int trdma_qp_check_attr(struct trdma_qp *qp, struct ib_qp_attr *attr,
 				      IB_ACCESS_REMOTE_WRITE |
 				      IB_ACCESS_REMOTE_READ |
 				      IB_ACCESS_REMOTE_ATOMIC))
+		return -EINVAL;
+	/* UC has no READ and no atomics to allow. */
+	if (mask & IB_QP_ACCESS_FLAGS && trdma_qp_is_uc(qp) &&
+	    attr->qp_access_flags & (IB_ACCESS_REMOTE_READ |
+				     IB_ACCESS_REMOTE_ATOMIC))
 		return -EINVAL;
 	if (mask & IB_QP_AV &&
 	    !(rdma_ah_get_ah_flags(&attr->ah_attr) & IB_AH_GRH))
@@ -1142,6 +1155,10 @@ static int trdma_sqe_from_wr(struct trdma_qp *qp, struct trdma_sqe *sqe,
 		/* No memory windows, LSO, masked atomics or integrity MRs. */
 		return -EOPNOTSUPP;
 	}
+	/* Refused at post, as rxe refuses them. */
+	if (trdma_qp_is_uc(qp) && wr->opcode != IB_WR_LOCAL_INV &&
+	    !trdma_uc_opcode(wr->opcode))
+		return -EINVAL;
 	if (trdma_qp_is_ud(qp)) {
 		if (!ud_wr(wr)->ah)
 			return -EINVAL;

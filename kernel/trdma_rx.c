@@ -9,7 +9,8 @@
  * skb into registered memory.  Keys, addresses,
  * lengths and access rights are checked before a byte is written.  A
  * malformed stream stops the reader and moves the QP to error; a protection
- * error is answered with a NAK.
+ * error is answered with a NAK.  A UC QP answers nothing: a message it
+ * cannot place is dropped and counted, and the QP goes on.
  */
 #include <linux/highmem.h>
 #include <linux/skbuff.h>
@@ -531,6 +532,18 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 	rx->left = h->length;
 	if (h->dest_qpn != qp->ibqp.qp_num)
 		return TRDMA_RX_PROTO;
+	/* A UC QP speaks UC only (SENDs and WRITEs), an RC QP RC only. */
+	if (h->uc != trdma_qp_is_uc(qp))
+		return TRDMA_RX_PROTO;
+	/* The rest of a UC message being dropped. */
+	if (rx->uc_drop) {
+		rx->uc_drop = false;
+		if (!trdma_op_first(op) && msn == rx->uc_drop_msn) {
+			rx->uc_drop = !trdma_op_last(op);
+			rx->discard = true;
+			return TRDMA_RX_OK;
+		}
+	}
 	/*
 	 * The peer's ACK of our requests, riding along with a request of
 	 * its own: it was sent before that request, take it in first.
@@ -774,12 +787,15 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 			return;
 		/*
 		 * The ACK is due before the completion shows: an application
-		 * that destroys the QP on seeing it still gets it sent.
+		 * that destroys the QP on seeing it still gets it sent.  UC
+		 * acknowledges nothing.
 		 */
-		spin_lock_irqsave(&qp->lock, flags);
-		trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->req_msn,
-				   rx->seg.flags & TRDMA_BTH_ACKREQ);
-		spin_unlock_irqrestore(&qp->lock, flags);
+		if (!trdma_qp_is_uc(qp)) {
+			spin_lock_irqsave(&qp->lock, flags);
+			trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->req_msn,
+					   rx->seg.flags & TRDMA_BTH_ACKREQ);
+			spin_unlock_irqrestore(&qp->lock, flags);
+		}
 		rx->acked_bytes += rx->req_placed;
 		if (rx->req_has_rqe)
 			trdma_rx_complete_recv(qp, IB_WC_SUCCESS,
@@ -806,6 +822,35 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 		trdma_rx_acked(qp, msn, TRDMA_AETH_ACK);
 		trdma_tx_kick(qp);
 	}
+}
+
+/*
+ * UC: a message that cannot be placed (no receive WQE, a bad rkey, longer
+ * than its receive WQE) is dropped, without a word to the requester, and
+ * counted; the QP goes on with the next message.  A receive WQE it took
+ * already (a SEND found too long, a WRITE's key revoked in mid-message)
+ * completes in error.  Returns false (nothing done) for an RC QP, or for an
+ * error no QP goes on from (malformed).
+ */
+static bool trdma_rx_uc_drop(struct trdma_qp *qp, enum trdma_rx_err e)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+
+	if (!trdma_qp_is_uc(qp) || e == TRDMA_RX_OK || e == TRDMA_RX_PROTO)
+		return false;
+	trdma_count(qp->tdev, TRDMA_CNT_UC_RX_DROPPED, 1);
+	if (rx->req_has_rqe)
+		trdma_rx_complete_recv(qp, e == TRDMA_RX_INVAL ?
+				       IB_WC_LOC_LEN_ERR : IB_WC_LOC_PROT_ERR,
+				       IB_WC_RECV, false);
+	rx->discard = true;
+	if (rx->req_active) {
+		rx->req_active = false;
+		rx->expected_msn++;
+		rx->uc_drop = !trdma_op_last(rx->seg.opcode);
+		rx->uc_drop_msn = rx->req_msn;
+	}
+	return true;
 }
 
 /*
@@ -956,7 +1001,9 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 				    rx->hdr_len + be32_to_cpu(((struct trdma_bth *)
 							       rx->hdr)->length));
 			e = trdma_rx_header(qp);
-			if (e == TRDMA_RX_RNR) {
+			if (trdma_rx_uc_drop(qp, e)) {
+				e = TRDMA_RX_OK;
+			} else if (e == TRDMA_RX_RNR) {
 				/* Not fatal: the stream goes on. */
 				trdma_rx_refuse(qp, e);
 				e = TRDMA_RX_OK;
@@ -966,6 +1013,8 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 		} else {
 			n = min_t(size_t, rx->left, len - done);
 			e = trdma_rx_payload(qp, skb, offset + done, n);
+			if (trdma_rx_uc_drop(qp, e))
+				e = TRDMA_RX_OK;
 			if (e)
 				break;
 			rx->left -= n;

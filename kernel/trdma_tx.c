@@ -10,7 +10,9 @@
  * Debian's 6.1 does, whose MSG_SPLICE_PAGES its TCP ignores; sendmsg with
  * MSG_SPLICE_PAGES from 6.5 on), headers and inline data
  * are copied.  A SEND or WRITE completes when the responder acknowledges
- * it, so no page is reused while TCP may still retransmit it.
+ * it, so no page is reused while TCP may still retransmit it.  A UC QP's
+ * SEND or WRITE completes once TCP has all of it, as nothing answers it:
+ * its payload is always copied into TCP, never handed over by the page.
  */
 #include <linux/highmem.h>
 #include <linux/net.h>
@@ -393,10 +395,14 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 		seg->last = seg->msg_off + seg->len == swi->len;
 		first = seg->msg_off == 0;
 		op = trdma_req_opcode(sqe->opcode, first, seg->last);
+		/* UC: the RoCE UC opcode; nothing acknowledges it. */
+		if (trdma_qp_is_uc(qp))
+			op |= TRDMA_OP_UC;
 		if (seg->last) {
 			if (sqe->flags & TRDMA_WQE_SOLICITED)
 				bflags |= TRDMA_BTH_SE;
-			if (trdma_tx_wants_ack(qp, sqe, swi))
+			if (!trdma_qp_is_uc(qp) &&
+			    trdma_tx_wants_ack(qp, sqe, swi))
 				bflags |= TRDMA_BTH_ACKREQ;
 		}
 		trdma_seg_hdr(seg, op, bflags, dqpn, swi->msn,
@@ -649,24 +655,34 @@ static int trdma_tx_gather(struct trdma_qp *qp)
 }
 
 /*
- * Sends up to len payload bytes from [va, va + len) of the MR key names.
- * Returns bytes sent, -EAGAIN, or -EACCES when the key no longer allows it.
+ * Sends up to len payload bytes from [va, va + len) of the MR key names:
+ * the page itself, or with copy a copy of its bytes (TCP then holds no
+ * reference to memory the application may reuse).  Returns bytes sent,
+ * -EAGAIN, or -EACCES when the key no longer allows it.
  */
 static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
-		       u64 va, u32 len, int access, bool more)
+		       u64 va, u32 len, int access, bool more, bool copy)
 {
 	struct trdma_mr *mr = trdma_tx_mr_get(qp, key, va, len, access);
+	int flags, rv;
 	u32 pg_off, n;
 	struct page *page;
-	int rv;
 
 	if (!mr)
 		return -EACCES;
 	page = trdma_mr_page(mr, va, &pg_off);
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
-	rv = trdma_sendpage(sock, page, pg_off, n,
-			    MSG_DONTWAIT | MSG_NOSIGNAL |
-			    (more || n < len ? MSG_MORE : 0));
+	flags = more || n < len ? MSG_MORE : 0;
+	if (copy) {
+		/* A local mapping may be held across the socket lock's sleep. */
+		void *src = kmap_local_page(page);
+
+		rv = trdma_tx_copy(sock->sk, false, src + pg_off, n, flags);
+		kunmap_local(src);
+	} else {
+		rv = trdma_sendpage(sock, page, pg_off, n,
+				    MSG_DONTWAIT | MSG_NOSIGNAL | flags);
+	}
 	trdma_mr_put(mr);
 	return rv;
 }
@@ -688,7 +704,7 @@ static int trdma_tx_wqe_payload(struct trdma_qp *qp, struct socket *sock)
 		return -EINVAL;
 	return trdma_tx_mr(qp, sock, sge->lkey, sge->addr + off,
 			   min(left, sge->length - off), 0,
-			   left > sge->length - off);
+			   left > sge->length - off, trdma_qp_is_uc(qp));
 }
 
 static int trdma_tx_rdresp_payload(struct trdma_qp *qp, struct socket *sock)
@@ -697,7 +713,8 @@ static int trdma_tx_rdresp_payload(struct trdma_qp *qp, struct socket *sock)
 	struct trdma_rd_resp *r = trdma_tx_rd_head(qp);
 
 	return trdma_tx_mr(qp, sock, r->rkey, r->va + seg->msg_off + seg->sent,
-			   seg->len - seg->sent, IB_ACCESS_REMOTE_READ, false);
+			   seg->len - seg->sent, IB_ACCESS_REMOTE_READ, false,
+			   false);
 }
 
 /*
@@ -821,6 +838,9 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 	if (seg->kind == TRDMA_SEG_WQE && qp->sq_tx == seg->wqe) {
 		qp->tx_wqe_off += seg->len;
 		if (seg->last) {
+			/* UC: TCP has all of it (copied); nothing answers. */
+			if (trdma_qp_is_uc(qp))
+				trdma_swi(qp, seg->wqe)->done = true;
 			qp->sq_tx++;
 			qp->tx_wqe_off = 0;
 			/* It may have been answered already. */

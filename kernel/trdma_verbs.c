@@ -104,6 +104,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_REMOTE_INV].name = "remote_invalidate",
 	[TRDMA_CNT_MW_BIND].name = "mw_bind",
 	[TRDMA_CNT_MW_INV].name = "mw_invalidate",
+	[TRDMA_CNT_UC_RX_DROPPED].name = "uc_rx_dropped",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

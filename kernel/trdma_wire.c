@@ -14,9 +14,17 @@
 
 #include "trdma_wire.h"
 
+/* A UC opcode: TRDMA_OP_UC plus the opcode of an RC SEND or WRITE. */
+static bool trdma_wire_is_uc(u8 op)
+{
+	return op >= TRDMA_OP_UC_SEND_FIRST && op <= TRDMA_OP_UC_WRITE_ONLY_IMM;
+}
+
 /* The extension headers an opcode carries (TRDMA_EXT_*), -1 if unknown. */
 static int trdma_wire_ext_of(u8 op)
 {
+	if (trdma_wire_is_uc(op))
+		op -= TRDMA_OP_UC;
 	switch (op) {
 	case TRDMA_OP_SEND_FIRST:
 	case TRDMA_OP_SEND_MIDDLE:
@@ -62,7 +70,10 @@ u32 trdma_wire_ext(u8 opcode)
 	return ext < 0 ? 0 : ext;
 }
 
-/* Whether an opcode is a request's, which may carry TRDMA_BTH_AETH. */
+/*
+ * Whether an opcode is a request's, which may carry TRDMA_BTH_AETH; a UC
+ * request never does: UC has no acknowledgments.
+ */
 static bool trdma_wire_is_request(u8 opcode)
 {
 	return opcode <= TRDMA_OP_READ_REQUEST ||
@@ -163,7 +174,8 @@ enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,
 	ext = trdma_wire_ext_flags(bth.opcode, bth.flags);
 	if (ext < 0)
 		return TRDMA_WIRE_AETH;
-	h->opcode = bth.opcode;
+	h->uc = trdma_wire_is_uc(bth.opcode);
+	h->opcode = h->uc ? bth.opcode - TRDMA_OP_UC : bth.opcode;
 	h->flags = bth.flags;
 	h->ext = ext;
 	h->hdr_len = trdma_hdr_len(bth.opcode, bth.flags);
@@ -176,6 +188,9 @@ enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,
 
 	if (bth.reserved ||
 	    bth.flags & ~(TRDMA_BTH_SE | TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH))
+		return TRDMA_WIRE_RESERVED;
+	/* Nothing acknowledges a UC request: it asks for nothing. */
+	if (h->uc && bth.flags & TRDMA_BTH_ACKREQ)
 		return TRDMA_WIRE_RESERVED;
 	if (h->dest_qpn > 0xffffff)
 		return TRDMA_WIRE_QPN;

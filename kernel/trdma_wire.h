@@ -47,7 +47,8 @@ enum trdma_wire_err {
  * headers in ext are set; the others are zero.
  */
 struct trdma_wire_hdr {
-	u8 opcode;		/* enum trdma_opcode */
+	u8 opcode;		/* enum trdma_opcode; of a UC one, the RC one */
+	bool uc;		/* the BTH had a UC opcode (TRDMA_OP_UC) */
 	u8 flags;		/* TRDMA_BTH_* */
 	u8 ext;			/* TRDMA_EXT_* */
 	u8 syndrome;		/* AETH */

@@ -68,8 +68,9 @@ struct ibv_qp *trdma_create_qp(struct ibv_pd *pd,
 	struct trdma_qp *qp;
 	int ret;
 
-	/* RC and UD; the kernel would refuse anything else too. */
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
+	/* RC, UC and UD; the kernel would refuse anything else too. */
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -96,6 +97,7 @@ struct ibv_qp *trdma_create_qp(struct ibv_pd *pd,
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->has_srq = attr->srq != NULL;
 	qp->is_ud = attr->qp_type == IBV_QPT_UD;
+	qp->is_uc = attr->qp_type == IBV_QPT_UC;
 	qp->max_recv_sge = attr->cap.max_recv_sge;
 
 	ret = trdma_qp_check_resp(qp, &attr->cap, &resp.drv_payload);
@@ -210,6 +212,26 @@ static int trdma_sqe_ud(struct trdma_sqe *sqe, const struct ibv_send_wr *wr)
 }
 
 /*
+ * What a UC QP sends: SENDs and WRITEs (with immediate or not), and the
+ * local work requests.  No READ, atomic or SEND with invalidate: refused
+ * at post with EINVAL, as rxe refuses them.
+ */
+static int trdma_sqe_uc(const struct ibv_send_wr *wr)
+{
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
+		return 0;
+	default:
+		return EINVAL;
+	}
+}
+
+/*
  * Writes WRs into the SQ ring from *wrp on while they fit and encode, and
  * publishes them.  *ret is 0 or the errno value of the WR left in *wrp.
  * Returns whether anything was published.  Under sq_lock.
@@ -232,8 +254,11 @@ static bool trdma_sq_fill(struct trdma_qp *qp, struct ibv_send_wr **wrp,
 				break;
 			}
 		}
-		*ret = trdma_sqe_encode(trdma_uring_slot(sq, prod),
-					&qp->sq_caps, wr, qp->sq_sig_all);
+		*ret = qp->is_uc ? trdma_sqe_uc(wr) : 0;
+		if (!*ret)
+			*ret = trdma_sqe_encode(trdma_uring_slot(sq, prod),
+						&qp->sq_caps, wr,
+						qp->sq_sig_all);
 		if (!*ret && qp->is_ud)
 			*ret = trdma_sqe_ud(trdma_uring_slot(sq, prod), wr);
 		if (*ret)
@@ -818,6 +843,10 @@ static void trdma_qp_init_wr_api(struct trdma_qp *qp, ptrdiff_t comp_off)
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |                                   \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |        \
 	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
+#define TRDMA_UC_SEND_OPS                                                      \
+	(TRDMA_UD_SEND_OPS | IBV_QP_EX_WITH_RDMA_WRITE |                       \
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_BIND_MW |        \
+	 IBV_QP_EX_WITH_LOCAL_INV)
 
 /*
  * ibv_create_qp_ex(): a PD (required), send_ops_flags for the ibv_wr_*
@@ -850,6 +879,7 @@ struct ibv_qp *trdma_create_qp_ex(struct ibv_context *ibctx,
 	}
 	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		uint64_t can = attr->qp_type == IBV_QPT_UD ? TRDMA_UD_SEND_OPS :
+			       attr->qp_type == IBV_QPT_UC ? TRDMA_UC_SEND_OPS :
 							      TRDMA_RC_SEND_OPS;
 
 		ops = attr->send_ops_flags;

@@ -97,6 +97,7 @@ struct trdma_qp {
 	bool sq_sig_all;
 	bool has_srq;
 	bool is_ud;
+	bool is_uc;	/* SENDs, WRITEs and local WRs only */
 
 	struct trdma_uring sq;		/* sq.idx = the SQ producer index */
 	struct trdma_sq_caps sq_caps;

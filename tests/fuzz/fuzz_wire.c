@@ -62,7 +62,12 @@ static enum trdma_wire_err check_one(const u8 *buf, size_t len,
 	if (e != TRDMA_WIRE_OK)
 		return e;
 
-	CHECK(h->opcode == buf[0]);
+	/* A UC opcode decodes to its RC counterpart. */
+	CHECK(h->opcode == (h->uc ? buf[0] - TRDMA_OP_UC : buf[0]));
+	CHECK(h->uc == (buf[0] >= TRDMA_OP_UC_SEND_FIRST &&
+			buf[0] <= TRDMA_OP_UC_WRITE_ONLY_IMM));
+	if (h->uc)
+		CHECK(!(h->flags & (TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH)));
 	CHECK(h->hdr_len == hl);
 	CHECK(h->ext == (trdma_wire_ext(h->opcode) |
 			 (h->flags & TRDMA_BTH_AETH ? TRDMA_EXT_AETH : 0)));

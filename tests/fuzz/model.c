@@ -25,9 +25,20 @@ static bool op_request(u8 op)
 	       op == 0x17;
 }
 
+/* A UC opcode: 0x20 plus an RC SEND or WRITE opcode (0x00 to 0x0b). */
+static bool op_uc(u8 op)
+{
+	return op >= 0x20 && op <= 0x2b;
+}
+
 static struct op_info op_info(u8 op, u8 flags)
 {
-	struct op_info i = { .known = op <= 0x14 || op == 0x16 || op == 0x17 };
+	bool uc = op_uc(op);
+	struct op_info i;
+
+	if (uc)
+		op -= 0x20;
+	i = (struct op_info){ .known = op <= 0x14 || op == 0x16 || op == 0x17 };
 
 	if (!i.known)
 		return i;
@@ -50,7 +61,7 @@ static struct op_info op_info(u8 op, u8 flags)
 		i.imm = 4;
 	/* Flag 0x20: a request carrying an AETH after its RETH/AtomicETH. */
 	if (flags & 0x20) {
-		if (op_request(op))
+		if (op_request(op) && !uc)
 			i.aeth = 8;
 		else
 			i.bad_aeth = true;
@@ -84,13 +95,14 @@ static void put64(u8 *p, u64 v)
 
 u32 trdma_model_build(const struct trdma_wire_hdr *h, u8 *buf)
 {
-	struct op_info i = op_info(h->opcode, h->flags);
+	u8 op = h->uc ? h->opcode + 0x20 : h->opcode;
+	struct op_info i = op_info(op, h->flags);
 	u8 *p = buf + 20;
 
-	if (!i.known || i.bad_aeth)
+	if (!i.known || i.bad_aeth || (h->uc && !op_uc(op)))
 		return 0;
 	memset(buf, 0, TRDMA_MAX_HDR);
-	buf[0] = h->opcode;
+	buf[0] = op;
 	buf[1] = h->flags;
 	put32(buf + 4, h->dest_qpn);
 	put32(buf + 8, h->msn);
@@ -153,6 +165,9 @@ enum trdma_wire_err trdma_model_hdr_verdict(const u8 *buf, size_t len)
 	if (len < info_len(&i))
 		return TRDMA_WIRE_SHORT;
 	if ((buf[1] & 0x1f) || buf[2] || buf[3])
+		return TRDMA_WIRE_RESERVED;
+	/* A UC request asks for no ACK. */
+	if (op_uc(buf[0]) && (buf[1] & 0x40))
 		return TRDMA_WIRE_RESERVED;
 	if (buf[4])
 		return TRDMA_WIRE_QPN;
@@ -270,7 +285,8 @@ u32 trdma_model_rqe_num_sge(u8 num_sge, const struct trdma_slot_limits *lim)
 bool trdma_model_hdr_equal(const struct trdma_wire_hdr *a,
 			   const struct trdma_wire_hdr *b)
 {
-	return a->opcode == b->opcode && a->flags == b->flags &&
+	return a->opcode == b->opcode && a->uc == b->uc &&
+	       a->flags == b->flags &&
 	       a->ext == b->ext && a->syndrome == b->syndrome &&
 	       a->hdr_len == b->hdr_len && a->dest_qpn == b->dest_qpn &&
 	       a->msn == b->msn && a->offset == b->offset &&

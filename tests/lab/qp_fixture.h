@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-// The fixture of the data-path lab tests: two RC QPs of the device under
-// test, connected to each other, each with its CQ and a registered buffer,
-// and helpers to post, wait and compare.
+// The fixture of the data-path lab tests: two RC QPs (UC QPs in a fixture
+// whose QpType() says so) of the device under test, connected to each
+// other, each with its CQ and a registered buffer, and helpers to post,
+// wait and compare.
 #pragma once
 
 #include <arpa/inet.h>
@@ -35,6 +36,9 @@ class DataPathTest : public ::testing::Test {
  protected:
   static constexpr size_t kBuf = 9 << 20;
 
+  // The type of a_'s, b_'s and NewQp()'s QPs: RC or UC.
+  virtual ibv_qp_type QpType() const { return IBV_QPT_RC; }
+
   void SetUp() override {
     ctx_ = OpenDevice(DevName());
     ASSERT_TRUE(ctx_);
@@ -52,7 +56,7 @@ class DataPathTest : public ::testing::Test {
       ibv_qp_init_attr ia = {};
       ia.send_cq = s->cq;
       ia.recv_cq = s->cq;
-      ia.qp_type = IBV_QPT_RC;
+      ia.qp_type = QpType();
       ia.cap = {256, 256, 4, 4, 128};
       s->qp = ibv_create_qp(pd_, &ia);
       ASSERT_NE(s->qp, nullptr);
@@ -88,13 +92,17 @@ class DataPathTest : public ::testing::Test {
   }
 
   // The two halves of Connect(): RESET to RTR towards peer (rq_psn 1000 +
-  // the peer's QPN), then RTR to RTS (sq_psn 1000 + its own QPN).
+  // the peer's QPN), then RTR to RTS (sq_psn 1000 + its own QPN).  A UC
+  // QP gets only what UC has: no READ or atomic rights, no RDMA READ
+  // depth, RNR timer, retry counts or timeout.
   int ToRtr(ibv_qp *qp, ibv_qp *peer) {
+    const bool uc = qp->qp_type == IBV_QPT_UC;
     ibv_qp_attr a = {};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC;
+    a.qp_access_flags = uc ? IBV_ACCESS_REMOTE_WRITE
+                           : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                 IBV_ACCESS_REMOTE_ATOMIC;
     int rv = ibv_modify_qp(qp, &a,
                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                IBV_QP_ACCESS_FLAGS);
@@ -114,12 +122,19 @@ class DataPathTest : public ::testing::Test {
     rv = ibv_modify_qp(qp, &a,
                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                            IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+                           (uc ? 0
+                               : IBV_QP_MAX_DEST_RD_ATOMIC |
+                                     IBV_QP_MIN_RNR_TIMER));
     return rv;
   }
 
   int ToRts(ibv_qp *qp, uint8_t rnr_retry = 7, uint8_t timeout = 14) {
     ibv_qp_attr a = {};
+    if (qp->qp_type == IBV_QPT_UC) {
+      a.qp_state = IBV_QPS_RTS;
+      a.sq_psn = 1000 + qp->qp_num;
+      return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
     a.qp_state = IBV_QPS_RTS;
     a.timeout = timeout;
     a.retry_cnt = 7;
@@ -203,11 +218,15 @@ class DataPathTest : public ::testing::Test {
   }
 
   int PostRecv(Side &s, uint64_t id, std::vector<ibv_sge> sges) {
+    return PostRecvOn(s.qp, id, std::move(sges));
+  }
+
+  int PostRecvOn(ibv_qp *qp, uint64_t id, std::vector<ibv_sge> sges) {
     ibv_recv_wr wr = {}, *bad;
     wr.wr_id = id;
     wr.sg_list = sges.data();
     wr.num_sge = sges.size();
-    return ibv_post_recv(s.qp, &wr, &bad);
+    return ibv_post_recv(qp, &wr, &bad);
   }
 
   int PostSend(Side &s, uint64_t id, ibv_wr_opcode op, std::vector<ibv_sge> sg,
@@ -236,12 +255,12 @@ class DataPathTest : public ::testing::Test {
     return true;
   }
 
-  // A new RC QP of pd_ with both queues' completions on cq.
+  // A new QP (QpType()) of pd_ with both queues' completions on cq.
   ibv_qp *NewQp(ibv_cq *cq, ibv_qp_cap cap = {8, 8, 1, 1, 0}) {
     ibv_qp_init_attr ia = {};
     ia.send_cq = cq;
     ia.recv_cq = cq;
-    ia.qp_type = IBV_QPT_RC;
+    ia.qp_type = QpType();
     ia.cap = cap;
     return ibv_create_qp(pd_, &ia);
   }
@@ -271,9 +290,11 @@ class DataPathTest : public ::testing::Test {
   }
 
   // A new QP on b_'s CQ whose peer is a raw TCP socket of the test posing
-  // as QPN 1 on our own GID (the smaller: the QP accepts).  Returns that
-  // socket, connected and greeted (the QP's ACCEPT read), or -1.
-  int RawPeer(ibv_qp **victim, uint8_t timeout = 14) {
+  // as QPN 1 on our own GID (the smaller: the QP accepts), its hello with
+  // hello_flags.  Returns that socket, connected and greeted (the QP's
+  // ACCEPT read), or -1; *reply (if given) is the type of the QP's answer.
+  int RawPeer(ibv_qp **victim, uint8_t timeout = 14, uint16_t hello_flags = 0,
+              uint8_t *reply = nullptr) {
     *victim = NewQp(b_.cq);
     if (!*victim) return -1;
     ibv_qp fake = **victim;
@@ -289,6 +310,7 @@ class DataPathTest : public ::testing::Test {
     h.magic = htonl(TRDMA_HELLO_MAGIC);
     h.version = TRDMA_WIRE_VERSION;
     h.type = TRDMA_HELLO_REQ;
+    h.flags = htons(hello_flags);
     h.src_qpn = htonl(1);
     h.dst_qpn = htonl((*victim)->qp_num);
     h.start_msn = htonl(1000 + (*victim)->qp_num);
@@ -300,9 +322,10 @@ class DataPathTest : public ::testing::Test {
     if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) ||
         write(fd, &h, sizeof(h)) != static_cast<ssize_t>(sizeof(h)) ||
         recv(fd, &r, sizeof(r), MSG_WAITALL) !=
-            static_cast<ssize_t>(sizeof(r)) ||
-        r.type != TRDMA_HELLO_ACCEPT)
+            static_cast<ssize_t>(sizeof(r)))
       goto fail;
+    if (reply) *reply = r.type;
+    if (r.type != TRDMA_HELLO_ACCEPT) goto fail;
     return fd;
   fail:
     close(fd);

@@ -481,17 +481,20 @@ TEST_F(VerbsTest, QpCapsAreGrantedAndLimited) {
   EXPECT_EQ(errno, EINVAL);
 }
 
-TEST_F(VerbsTest, UcQpsAreRefused) {
-  ibv_qp_init_attr ia = {};
-  ia.send_cq = cq_;
-  ia.recv_cq = cq_;
-  ia.qp_type = IBV_QPT_UC;
-  ia.cap = {8, 8, 1, 1, 0};
-  errno = 0;
-  ibv_qp *qp = ibv_create_qp(pd_, &ia);
-  EXPECT_EQ(qp, nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
-  if (qp) ibv_destroy_qp(qp);
+// Other QP types than RC, UC and UD (UC: tests/lab/uc_test.cc) are refused.
+TEST_F(VerbsTest, XrcAndRawQpsAreRefused) {
+  for (ibv_qp_type t : {IBV_QPT_XRC_SEND, IBV_QPT_RAW_PACKET}) {
+    ibv_qp_init_attr ia = {};
+    ia.send_cq = cq_;
+    ia.recv_cq = cq_;
+    ia.qp_type = t;
+    ia.cap = {8, 8, 1, 1, 0};
+    errno = 0;
+    ibv_qp *qp = ibv_create_qp(pd_, &ia);
+    EXPECT_EQ(qp, nullptr) << t;
+    EXPECT_EQ(errno, EOPNOTSUPP) << t;
+    if (qp) ibv_destroy_qp(qp);
+  }
 }
 
 // --- UD QPs ---------------------------------------------------------------

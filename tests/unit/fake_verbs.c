@@ -58,7 +58,8 @@ struct fk_srq {
 struct fk_qp {
 	enum ibv_qp_state state;
 	bool sig_all;
-	bool ud;			/* IBV_QPT_UD, else RC */
+	bool ud;			/* IBV_QPT_UD, else RC or UC */
+	bool uc;			/* IBV_QPT_UC */
 	struct ibv_qp_cap cap;
 	uint32_t qpn;
 	struct fk_cq *scq, *rcq;
@@ -816,7 +817,8 @@ int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 		return EINVAL;
 	}
 	/* The provider must refuse other types before asking the kernel. */
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
 		fk.stats.bad_commands++;
 		return EOPNOTSUPP;
 	}
@@ -881,6 +883,7 @@ int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 	kqp->state = IBV_QPS_RESET;
 	kqp->sig_all = attr->sq_sig_all;
 	kqp->ud = attr->qp_type == IBV_QPT_UD;
+	kqp->uc = attr->qp_type == IBV_QPT_UC;
 	kqp->cap = *cap;
 	kqp->qpn = 16 + h;
 	kqp->scq = fk.cqs[attr->send_cq->handle];
@@ -932,7 +935,8 @@ int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	attr->cap = kqp->cap;
 	memset(init_attr, 0, sizeof(*init_attr));
 	init_attr->cap = kqp->cap;
-	init_attr->qp_type = kqp->ud ? IBV_QPT_UD : IBV_QPT_RC;
+	init_attr->qp_type = kqp->ud ? IBV_QPT_UD :
+			     kqp->uc ? IBV_QPT_UC : IBV_QPT_RC;
 	init_attr->sq_sig_all = kqp->sig_all;
 	pthread_mutex_unlock(&fk.lock);
 	return 0;

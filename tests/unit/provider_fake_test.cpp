@@ -88,13 +88,20 @@ protected:
 	ibv_qp *UdQp(ibv_cq *cq, std::uint32_t wr = 16, std::uint32_t sge = 2,
 		     ibv_srq *srq = nullptr, ibv_qp_init_attr *out = nullptr)
 	{
+		return TypedQp(IBV_QPT_UD, cq, wr, sge, srq, out);
+	}
+
+	ibv_qp *TypedQp(ibv_qp_type type, ibv_cq *cq, std::uint32_t wr = 16,
+			std::uint32_t sge = 2, ibv_srq *srq = nullptr,
+			ibv_qp_init_attr *out = nullptr)
+	{
 		ibv_qp_init_attr a;
 
 		std::memset(&a, 0, sizeof(a));
 		a.send_cq = cq;
 		a.recv_cq = cq;
 		a.srq = srq;
-		a.qp_type = IBV_QPT_UD;
+		a.qp_type = type;
 		a.cap.max_send_wr = wr;
 		a.cap.max_recv_wr = srq ? 0 : wr;
 		a.cap.max_send_sge = sge;
@@ -463,11 +470,11 @@ TEST_F(Provider, ReqNotifyCqIsTheKernelCommand)
 	EXPECT_EQ(Stats().last_notify_solicited, 0);
 }
 
-TEST_F(Provider, OnlyRcAndUdQpsAndWithoutAskingTheKernel)
+TEST_F(Provider, OnlyRcUcAndUdQpsAndWithoutAskingTheKernel)
 {
 	ibv_cq *cq = Cq(4);
 
-	for (ibv_qp_type t : { IBV_QPT_UC, IBV_QPT_RAW_PACKET,
+	for (ibv_qp_type t : { IBV_QPT_RAW_PACKET,
 			       IBV_QPT_XRC_SEND, IBV_QPT_DRIVER }) {
 		ibv_qp_init_attr a;
 
@@ -1178,6 +1185,53 @@ TEST_F(Provider, UdQpRefusesAllButSendsAndSendsWithoutAnAh)
 	EXPECT_EQ(Stats().bad_commands, 0u);
 }
 
+// UC: SENDs, WRITEs and local WRs; READs, atomics and SEND with invalidate
+// are refused at post (EINVAL, as rxe does), nothing published.
+TEST_F(Provider, UcQpRefusesReadsAtomicsAndSendWithInvAtPost)
+{
+	ibv_cq *cq = Cq(16);
+	ibv_qp *qp = TypedQp(IBV_QPT_UC, cq);
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(buf_), 8, 1 };
+	ibv_send_wr *bad;
+
+	ASSERT_NE(qp, nullptr) << errno;
+	EXPECT_EQ(qp->qp_type, IBV_QPT_UC);
+	ToRts(qp);
+	for (ibv_wr_opcode op :
+	     { IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+	       IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_SEND_WITH_INV }) {
+		ibv_send_wr wr = SendWr(100 + op, &sg, 1, op);
+
+		bad = nullptr;
+		EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL) << op;
+		EXPECT_EQ(bad, &wr) << op;
+		EXPECT_EQ(fk_sq_prod(qp), 0u) << op;
+	}
+	EXPECT_EQ(Stats().send_doorbells, 0u);
+
+	// SENDs and WRITEs encode as on RC, in one list.
+	ibv_send_wr w[4] = { SendWr(1, &sg, 1),
+			     SendWr(2, &sg, 1, IBV_WR_SEND_WITH_IMM),
+			     SendWr(3, &sg, 1, IBV_WR_RDMA_WRITE),
+			     SendWr(4, &sg, 1, IBV_WR_RDMA_WRITE_WITH_IMM) };
+	for (int i = 0; i < 3; i++)
+		w[i].next = &w[i + 1];
+	w[2].wr.rdma.remote_addr = w[3].wr.rdma.remote_addr = 0x1000;
+	w[2].wr.rdma.rkey = w[3].wr.rdma.rkey = 0x77;
+	bad = nullptr;
+	ASSERT_EQ(fk_post_send(qp, w, &bad), 0);
+	EXPECT_EQ(fk_sq_prod(qp), 4u);
+	for (std::uint32_t i = 0; i < 4; i++) {
+		trdma_sqe sqe = SqSlot(qp, i);
+
+		EXPECT_EQ(sqe.wr_id, i + 1);
+		EXPECT_EQ(sqe.opcode, w[i].opcode);
+	}
+	EXPECT_EQ(SqSlot(qp, 2).rkey, 0x77u);
+	EXPECT_EQ(Drain(cq).size(), 4u);
+	EXPECT_EQ(Stats().bad_commands, 0u);
+}
+
 TEST_F(Provider, UdReceiveCompletionKeepsGrhAndDropsTheIpv6Bit)
 {
 	ibv_cq *cq = Cq(8);
@@ -1530,9 +1584,16 @@ TEST_F(ProviderEx, CreateQpExRefusesWhatTrdmaDoesNotExecute)
 		       IBV_QPT_UD),
 		  nullptr);
 	EXPECT_EQ(errno, EOPNOTSUPP);
-	errno = 0;
-	EXPECT_EQ(QpEx(cq, kRcOps, IBV_QPT_UC), nullptr);
-	EXPECT_EQ(errno, EOPNOTSUPP);
+	// READs and atomics on a UC QP.
+	for (std::uint64_t op : std::initializer_list<std::uint64_t>{
+		     IBV_QP_EX_WITH_RDMA_READ, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+		     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+		     IBV_QP_EX_WITH_SEND_WITH_INV }) {
+		errno = 0;
+		EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | op, IBV_QPT_UC),
+			  nullptr) << op;
+		EXPECT_EQ(errno, EOPNOTSUPP) << op;
+	}
 	// Other init attributes.
 	errno = 0;
 	EXPECT_EQ(QpEx(cq, kRcOps,
@@ -1566,6 +1627,14 @@ TEST_F(ProviderEx, CreateQpExRefusesWhatTrdmaDoesNotExecute)
 			  IBV_QPT_UD);
 	ASSERT_NE(ud, nullptr) << errno;
 	EXPECT_NE(ibv_qp_to_qp_ex(ud), nullptr);
+	ibv_qp *uc = QpEx(cq, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+				      IBV_QP_EX_WITH_RDMA_WRITE |
+				      IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+				      IBV_QP_EX_WITH_LOCAL_INV |
+				      IBV_QP_EX_WITH_BIND_MW,
+			  IBV_QPT_UC);
+	ASSERT_NE(uc, nullptr) << errno;
+	EXPECT_NE(ibv_qp_to_qp_ex(uc), nullptr);
 }
 
 // Other libibverbs releases keep verbs_qp.comp_mask elsewhere: v43 right

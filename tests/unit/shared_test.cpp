@@ -121,12 +121,16 @@ TEST(WireHeader, LengthByOpcodeIsTheTableOfWireMd)
 	};
 
 	for (unsigned op = 0; op <= 0xff; op++) {
+		bool uc = op >= TRDMA_OP_UC_SEND_FIRST &&
+			  op <= TRDMA_OP_UC_WRITE_ONLY_IMM;
 		std::uint32_t w = op <= kLastOp ? want[op] :
-				  IsInvOp(op) ? 24 : 0;
+				  IsInvOp(op) ? 24 :
+				  uc ? want[op - TRDMA_OP_UC] : 0;
 
 		EXPECT_EQ(trdma_hdr_len(op, 0), w) << "opcode " << op;
 		EXPECT_LE(trdma_hdr_len(op, 0), TRDMA_MAX_HDR);
-		// A request may carry an AETH (8 more bytes); nothing else.
+		// An RC request may carry an AETH (8 more bytes); nothing
+		// else, no UC request either (UC has no acknowledgments).
 		bool req = op <= TRDMA_OP_READ_REQUEST ||
 			   op == TRDMA_OP_COMPARE_SWAP ||
 			   op == TRDMA_OP_FETCH_ADD || IsInvOp(op);
@@ -134,6 +138,43 @@ TEST(WireHeader, LengthByOpcodeIsTheTableOfWireMd)
 			<< "opcode " << op;
 		EXPECT_LE(trdma_hdr_len(op, TRDMA_BTH_AETH), TRDMA_MAX_HDR);
 	}
+}
+
+// UC: the RC SEND and WRITE opcodes plus 0x20 (RoCE's UC opcodes), parsed
+// to the RC opcode with uc set; they never ask for an ACK nor carry one.
+TEST(WireHeader, UcOpcodesAreRcSendsAndWrites)
+{
+	for (unsigned op = TRDMA_OP_SEND_FIRST; op <= TRDMA_OP_WRITE_ONLY_IMM;
+	     op++) {
+		bool pay = trdma_wire_has_payload(op);
+		bool start = trdma_wire_starts_msg(op);
+		trdma_wire_hdr h = Hdr(op, start ? 0 : 4096, pay ? 100 : 0), d;
+
+		h.uc = true;
+		h.flags = TRDMA_BTH_SE;
+		h.ext = trdma_wire_ext(op);
+		h.hdr_len = trdma_hdr_len(op, h.flags);
+		Bytes b = Build(h);
+
+		ASSERT_EQ(b.size(), h.hdr_len) << "opcode " << op;
+		EXPECT_EQ(b[0], op | TRDMA_OP_UC);
+		ASSERT_EQ(Parse(b, &d), TRDMA_WIRE_OK) << "opcode " << op;
+		EXPECT_TRUE(d.uc);
+		EXPECT_EQ(d.opcode, op);
+		EXPECT_TRUE(trdma_model_hdr_equal(&h, &d)) << "opcode " << op;
+		b[1] |= TRDMA_BTH_ACKREQ;
+		EXPECT_EQ(Parse(b), TRDMA_WIRE_RESERVED) << "opcode " << op;
+		b[1] = TRDMA_BTH_AETH;
+		EXPECT_EQ(Parse(b), TRDMA_WIRE_AETH) << "opcode " << op;
+	}
+	// No UC READ, atomic, ACK or SEND with invalidate.
+	for (unsigned op = TRDMA_OP_UC_WRITE_ONLY_IMM + 1; op < 0x40; op++)
+		EXPECT_EQ(trdma_hdr_len(op, 0), 0u) << "opcode " << op;
+	// An RC opcode parses with uc clear.
+	trdma_wire_hdr d;
+	ASSERT_EQ(Parse(Build(Hdr(TRDMA_OP_SEND_ONLY, 0, 8)), &d),
+		  TRDMA_WIRE_OK);
+	EXPECT_FALSE(d.uc);
 }
 
 TEST(WireHeader, RequestCarriesAnAck)
@@ -297,7 +338,8 @@ TEST(WireHeader, UnknownOpcodes)
 	for (unsigned op = kLastOp + 1; op <= 0xff; op++) {
 		Bytes b(TRDMA_MAX_HDR, 0);
 
-		if (IsInvOp(op))
+		if (IsInvOp(op) || (op >= TRDMA_OP_UC_SEND_FIRST &&
+				     op <= TRDMA_OP_UC_WRITE_ONLY_IMM))
 			continue;
 
 		b[0] = op;

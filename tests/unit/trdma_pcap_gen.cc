@@ -381,6 +381,7 @@ public:
 		f["trdma.hello.status"] = dec(status);
 		f["trdma.hello.flags"] = hex16(sq_psn >= 0 ? TRDMA_HELLO_SQ_PSN : 0);
 		f["trdma.hello.flags.sq_psn"] = boolean(sq_psn >= 0);
+		f["trdma.hello.flags.uc"] = boolean(false);
 		f["trdma.hello.sq_psn"] = dec(sq_psn >= 0 ? (uint32_t)sq_psn : 0);
 		f["trdma.hello.src_gid"] = gid_str(a.ip);
 		f["trdma.hello.dst_gid"] = gid_str(b.ip);
@@ -601,7 +602,16 @@ public:
 			"READ_RESPONSE_MIDDLE", "READ_RESPONSE_LAST",
 			"READ_RESPONSE_ONLY", "ACK", "ATOMIC_ACK",
 			"COMPARE_SWAP", "FETCH_ADD"};
+		static const char *const uc[] = {
+			"UC_SEND_FIRST", "UC_SEND_MIDDLE", "UC_SEND_LAST",
+			"UC_SEND_LAST_IMM", "UC_SEND_ONLY", "UC_SEND_ONLY_IMM",
+			"UC_WRITE_FIRST", "UC_WRITE_MIDDLE", "UC_WRITE_LAST",
+			"UC_WRITE_LAST_IMM", "UC_WRITE_ONLY",
+			"UC_WRITE_ONLY_IMM"};
 
+		if (op >= TRDMA_OP_UC_SEND_FIRST &&
+		    op <= TRDMA_OP_UC_WRITE_ONLY_IMM)
+			return uc[op - TRDMA_OP_UC];
 		return op < sizeof(names) / sizeof(names[0]) ? names[op]
 							     : "UNKNOWN";
 	}
@@ -864,6 +874,21 @@ void conn_main(Capture &cap)
 		k.segment(c, TRDMA_OP_WRITE_ONLY, AR | TRDMA_BTH_AETH, 108, 0,
 			  e, pattern(108, 0, 8), p);
 		k.send(c, {20 + 16 + 8 + 8});
+	}
+	/* UC opcodes: the headers of their RC counterparts (the dissector
+	 * keeps no state, the connection's type does not matter to it). */
+	k.segment(c, TRDMA_OP_UC_SEND_ONLY, SE, 109, 0, {},
+		  pattern(109, 0, 24));
+	k.send(c, {20 + 24});
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		reth(e, *p, 0x00007f0000004000ull, 0x0badf00d, 12);
+		immdt(e, *p, 0x0c0ffee0);
+		k.segment(c, TRDMA_OP_UC_WRITE_ONLY_IMM, 0, 110, 0, e,
+			  pattern(110, 0, 12), p);
+		k.send(c, {20 + 16 + 4 + 12});
 	}
 	k.ack(s);
 	k.close();

@@ -60,7 +60,8 @@ local hello_types = { [1] = "REQ", [2] = "ACCEPT", [3] = "REJECT" }
 local path_mtus = { [1] = "256", [2] = "512", [3] = "1024", [4] = "2048",
                     [5] = "4096" }
 
--- enum trdma_opcode: the RoCE RC opcodes, and the UD ones of datagrams.
+-- enum trdma_opcode: the RoCE RC and UC opcodes, and the UD ones of
+-- datagrams.
 local opcodes = {
     [0x00] = "SEND_FIRST",
     [0x01] = "SEND_MIDDLE",
@@ -85,6 +86,19 @@ local opcodes = {
     [0x14] = "FETCH_ADD",
     [0x16] = "SEND_LAST_INV",
     [0x17] = "SEND_ONLY_INV",
+    -- UC: 0x20 plus the RC SEND/WRITE opcode (RoCE's UC opcodes).
+    [0x20] = "UC_SEND_FIRST",
+    [0x21] = "UC_SEND_MIDDLE",
+    [0x22] = "UC_SEND_LAST",
+    [0x23] = "UC_SEND_LAST_IMM",
+    [0x24] = "UC_SEND_ONLY",
+    [0x25] = "UC_SEND_ONLY_IMM",
+    [0x26] = "UC_WRITE_FIRST",
+    [0x27] = "UC_WRITE_MIDDLE",
+    [0x28] = "UC_WRITE_LAST",
+    [0x29] = "UC_WRITE_LAST_IMM",
+    [0x2a] = "UC_WRITE_ONLY",
+    [0x2b] = "UC_WRITE_ONLY_IMM",
     [OP_UD_SEND_ONLY] = "UD_SEND_ONLY",
     [OP_UD_SEND_ONLY_IMM] = "UD_SEND_ONLY_IMM",
 }
@@ -105,12 +119,15 @@ local ext_headers = {
     [0x13] = { "atomic" }, [0x14] = { "atomic" },
     [0x16] = { V }, [0x17] = { V },
 }
+-- UC SENDs and WRITEs: the headers of their RC counterparts.
+for op = 0x00, 0x0b do ext_headers[0x20 + op] = ext_headers[op] end
 local ext_len = { reth = 16, atomic = 32, aeth = 8, atomicack = 8, immdt = 4,
                   ieth = 4 }
 
 local BTH_AETH = 0x20     -- a request carrying an AETH (TRDMA_BTH_AETH)
 
--- A request's opcode: SEND, WRITE, READ request, atomics, SEND with IETH.
+-- A request's opcode that may carry an AETH: RC SEND, WRITE, READ request,
+-- atomics, SEND with IETH (a UC request never does).
 local function is_request(opcode)
     return opcode <= 0x0c or opcode == 0x13 or opcode == 0x14 or
            opcode == 0x16 or opcode == 0x17
@@ -179,6 +196,8 @@ local pf = {
     hello_flags = ProtoField.uint16("trdma.hello.flags", "Flags", base.HEX),
     hello_flag_sq_psn = ProtoField.bool("trdma.hello.flags.sq_psn",
                                         "sq_psn set", 16, nil, 0x0001),
+    hello_flag_uc = ProtoField.bool("trdma.hello.flags.uc", "UC QP", 16,
+                                    nil, 0x0002),
     hello_src_qpn = ProtoField.uint32("trdma.hello.src_qpn", "Source QPN",
                                       base.DEC),
     hello_dst_qpn = ProtoField.uint32("trdma.hello.dst_qpn",
@@ -404,7 +423,8 @@ local function dissect_hello(tvb, tree)
     t:add(pf.hello_type, tvb(5, 1))
     local fl = t:add(pf.hello_flags, tvb(6, 2))
     fl:add(pf.hello_flag_sq_psn, tvb(6, 2))
-    if bit32.band(tvb(6, 2):uint(), 0xfffe) ~= 0 then
+    fl:add(pf.hello_flag_uc, tvb(6, 2))
+    if bit32.band(tvb(6, 2):uint(), 0xfffc) ~= 0 then
         fl:add_proto_expert_info(ef.reserved)
     end
     t:add(pf.hello_src_qpn, tvb(8, 4))

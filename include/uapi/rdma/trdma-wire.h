@@ -28,6 +28,11 @@ enum trdma_hello_type {
 
 /* trdma_hello.flags */
 #define TRDMA_HELLO_SQ_PSN	0x0001	/* REQ: sq_psn is the sender's */
+/*
+ * The sender's QP is a UC QP (REQ and ACCEPT): a connection binds a UC QP
+ * only to a UC QP, an RC QP only to an RC QP.
+ */
+#define TRDMA_HELLO_UC		0x0002
 
 struct trdma_hello {
 	__be32 magic;
@@ -47,7 +52,13 @@ struct trdma_hello {
 	__u8 dst_gid[16];
 };
 
-/* Opcodes: the values of the RoCE (IBA RC) opcodes. */
+/*
+ * Opcodes: the values of the RoCE (IBA RC and UC) opcodes.  A UC QP's
+ * requests are SENDs and WRITEs only, with the UC opcodes: TRDMA_OP_UC
+ * plus the RC opcode.  Nothing answers them: no ACK, NAK or response.
+ */
+#define TRDMA_OP_UC		0x20
+
 enum trdma_opcode {
 	TRDMA_OP_SEND_FIRST = 0x00,
 	TRDMA_OP_SEND_MIDDLE = 0x01,
@@ -73,6 +84,19 @@ enum trdma_opcode {
 	/* The last segment of a SEND_WITH_INV: an IETH follows the BTH. */
 	TRDMA_OP_SEND_LAST_INV = 0x16,
 	TRDMA_OP_SEND_ONLY_INV = 0x17,
+	/* UC requests (TRDMA_OP_UC | the RC opcode); never TRDMA_BTH_ACKREQ. */
+	TRDMA_OP_UC_SEND_FIRST = 0x20,
+	TRDMA_OP_UC_SEND_MIDDLE = 0x21,
+	TRDMA_OP_UC_SEND_LAST = 0x22,
+	TRDMA_OP_UC_SEND_LAST_IMM = 0x23,
+	TRDMA_OP_UC_SEND_ONLY = 0x24,
+	TRDMA_OP_UC_SEND_ONLY_IMM = 0x25,
+	TRDMA_OP_UC_WRITE_FIRST = 0x26,
+	TRDMA_OP_UC_WRITE_MIDDLE = 0x27,
+	TRDMA_OP_UC_WRITE_LAST = 0x28,
+	TRDMA_OP_UC_WRITE_LAST_IMM = 0x29,
+	TRDMA_OP_UC_WRITE_ONLY = 0x2a,
+	TRDMA_OP_UC_WRITE_ONLY_IMM = 0x2b,
 	/* UD datagrams (struct trdma_bth, struct trdma_deth, [ImmDt]). */
 	TRDMA_OP_UD_SEND_ONLY = 0x64,
 	TRDMA_OP_UD_SEND_ONLY_IMM = 0x65,
