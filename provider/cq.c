@@ -22,6 +22,23 @@
 _Static_assert(sizeof(struct trdma_cqe) == 1U << TRDMA_CQE_SHIFT,
 	       "CQ slots are exactly one struct trdma_cqe");
 
+/*
+ * Maps the CQ ring the kernel described (key, num_slots) into r once its
+ * geometry checks out and it holds every CQE the CQ was granted (cqe, at
+ * least min_cqe).  Returns 0 or an errno value (EPROTO: a description no
+ * trdma.ko gives).
+ */
+static int trdma_cq_ring_map(struct ibv_context *ibctx, struct trdma_uring *r,
+			     uint64_t key, uint32_t num_slots, int cqe,
+			     int min_cqe)
+{
+	if (!trdma_ring_geometry_ok(num_slots, TRDMA_CQE_SHIFT,
+				    sizeof(struct trdma_cqe)) ||
+	    cqe < min_cqe || (uint32_t)cqe > num_slots)
+		return EPROTO;
+	return trdma_ring_mmap(ibctx, r, key, num_slots, TRDMA_CQE_SHIFT);
+}
+
 static struct trdma_cq *trdma_cq_alloc(struct ibv_context *ibctx, int cqe,
 				       struct ibv_comp_channel *channel,
 				       int comp_vector)
@@ -29,7 +46,6 @@ static struct trdma_cq *trdma_cq_alloc(struct ibv_context *ibctx, int cqe,
 	struct trdma_cmd_create_cq_resp resp;
 	struct ibv_create_cq cmd;
 	struct trdma_cq *cq;
-	uint32_t num_slots;
 	int ret;
 
 	cq = calloc(1, sizeof(*cq));
@@ -47,16 +63,8 @@ static struct trdma_cq *trdma_cq_alloc(struct ibv_context *ibctx, int cqe,
 	if (ret)
 		goto err_lock;
 
-	/* The ring must hold every CQE the CQ was granted (ibv_cq.cqe). */
-	num_slots = resp.drv_payload.num_slots;
-	if (!trdma_ring_geometry_ok(num_slots, TRDMA_CQE_SHIFT,
-				    sizeof(struct trdma_cqe)) ||
-	    cq->ibv_cq.cqe < 0 || (uint32_t)cq->ibv_cq.cqe > num_slots) {
-		ret = EPROTO;
-		goto err_destroy;
-	}
-	ret = trdma_ring_mmap(ibctx, &cq->ring, resp.drv_payload.mmap_key,
-			      num_slots, TRDMA_CQE_SHIFT);
+	ret = trdma_cq_ring_map(ibctx, &cq->ring, resp.drv_payload.mmap_key,
+				resp.drv_payload.num_slots, cq->ibv_cq.cqe, 0);
 	if (ret)
 		goto err_destroy;
 	return cq;
@@ -347,7 +355,6 @@ int trdma_resize_cq(struct ibv_cq *ibcq, int cqe)
 	struct trdma_cmd_resize_cq_resp resp;
 	struct ibv_resize_cq cmd;
 	struct trdma_uring ring;
-	uint32_t num_slots;
 	int old_cqe, ret;
 
 	if (cqe <= 0)
@@ -362,15 +369,8 @@ int trdma_resize_cq(struct ibv_cq *ibcq, int cqe)
 	if (ret)
 		goto out;
 
-	num_slots = resp.drv_payload.num_slots;
-	if (!trdma_ring_geometry_ok(num_slots, TRDMA_CQE_SHIFT,
-				    sizeof(struct trdma_cqe)) ||
-	    ibcq->cqe < cqe || (uint32_t)ibcq->cqe > num_slots) {
-		ret = EPROTO;
-		goto err_cqe;
-	}
-	ret = trdma_ring_mmap(ibcq->context, &ring, resp.drv_payload.mmap_key,
-			      num_slots, TRDMA_CQE_SHIFT);
+	ret = trdma_cq_ring_map(ibcq->context, &ring, resp.drv_payload.mmap_key,
+				resp.drv_payload.num_slots, ibcq->cqe, cqe);
 	if (ret)
 		goto err_cqe;
 	/*
