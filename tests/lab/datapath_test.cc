@@ -910,9 +910,7 @@ TEST_F(DataPathTest, PeerGoneWithARequestOutstandingFailsAfterItsTimeout) {
   ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
   b_.qp = nullptr;
   EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - t0)
-                .count();
+  auto ms = MsSince(t0);
   EXPECT_GE(ms, 400);
   EXPECT_LT(ms, 900);
   ibv_wc r = Wait(a_.cq);
@@ -943,9 +941,7 @@ TEST_F(DataPathTest, RequestPostedAfterThePeerClosedFailsAfterItsTimeout) {
   ibv_wc none;
   EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0) << "failed at once";
   EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 5000));
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - t0)
-                .count();
+  auto ms = MsSince(t0);
   EXPECT_GE(ms, 400);
   EXPECT_LT(ms, 1500);
   ibv_wc r = Wait(a_.cq);
@@ -1070,9 +1066,7 @@ TEST_F(DataPathTest, ResetConnectionFlushesAndRaisesQpFatal) {
   EXPECT_EQ(r.wr_id, 12u);
   EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
   std::cout << "both QPs flushed "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - t0)
-                   .count()
+            << MsSince(t0)
             << " ms after the reset\n";
   for (ibv_qp *qp : {a_.qp, b_.qp}) {
     ibv_qp_attr qa;
@@ -1166,9 +1160,7 @@ TEST_F(DataPathTest, BlackholedConnectionTimesOut) {
             0);
   EXPECT_TRUE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_FATAL, 10000));
   ibv_wc s1 = Wait(a_.cq), s2 = Wait(a_.cq);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - t0)
-                .count();
+  auto ms = MsSince(t0);
   EXPECT_EQ(Sh("nft delete table inet trdma_bh"), 0);
   EXPECT_EQ(s1.wr_id, 21u);
   EXPECT_EQ(s1.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(s1.status);

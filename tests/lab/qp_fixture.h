@@ -184,6 +184,13 @@ class DataPathTest : public ::testing::Test {
     return wc;
   }
 
+  // Milliseconds from t0 to now.
+  static long MsSince(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now() - t0)
+        .count();
+  }
+
   // Where two byte ranges differ, for a failure message.
   static std::string Diff(const uint8_t *want, const uint8_t *got, size_t n) {
     size_t first = n, count = 0;
