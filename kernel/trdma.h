@@ -472,6 +472,8 @@ struct trdma_rx_state {
 	u32 imm;		/* ImmDt, or with has_inv the rkey invalidated */
 	bool has_imm;
 	bool has_inv;
+	/* ATOMIC_WRITE: its 8 bytes as they arrive (req_placed of them). */
+	u64 aw_val;
 	/*
 	 * UC: the message uc_drop_msn is being dropped (it could not be
 	 * placed); its later segments are discarded up to its last.

@@ -88,4 +88,15 @@ static inline void trdma_sk_no_task_frag(struct sock *sk)
 #endif
 }
 
+/*
+ * The device capability flag of RDMA ATOMIC WRITE (IB_DEVICE_ATOMIC_WRITE,
+ * 6.2 on): 0 where the kernel has none.  User QPs execute atomic writes
+ * either way (TRDMA_WR_ATOMIC_WRITE).
+ */
+#ifdef TRDMA_HAVE_DEVICE_ATOMIC_WRITE
+#define TRDMA_DEVICE_ATOMIC_WRITE	IB_DEVICE_ATOMIC_WRITE
+#else
+#define TRDMA_DEVICE_ATOMIC_WRITE	0
+#endif
+
 #endif /* _TRDMA_COMPAT_H */

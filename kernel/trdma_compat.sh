@@ -23,4 +23,8 @@ fi
 if grep -q 'sk_use_task_frag;' "$inc/net/sock.h"; then
 	echo -DTRDMA_HAVE_SK_USE_TASK_FRAG
 fi
+# IB_DEVICE_ATOMIC_WRITE (6.2): the device flag of RDMA ATOMIC WRITE.
+if grep -q 'IB_DEVICE_ATOMIC_WRITE' "$inc/rdma/ib_verbs.h"; then
+	echo -DTRDMA_HAVE_DEVICE_ATOMIC_WRITE
+fi
 exit 0

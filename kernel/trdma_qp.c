@@ -43,6 +43,9 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode)
 		return IB_WC_REG_MR;
 	case IB_UVERBS_WR_BIND_MW:
 		return IB_WC_BIND_MW;
+	case TRDMA_WR_ATOMIC_WRITE:
+		/* IB_WC_ATOMIC_WRITE, which 6.1 lacks. */
+		return (enum ib_wc_opcode)TRDMA_WC_ATOMIC_WRITE;
 	default:
 		return IB_WC_SEND;
 	}

@@ -104,32 +104,53 @@ static int trdma_place_buf(struct trdma_qp *qp, u32 lkey, u64 va,
 }
 
 /*
- * Executes an atomic on the responder's memory: atomic with respect to the
- * CPU's own atomics on the same 8 bytes.  Returns the original value.
+ * The MR holding the 8-byte target of an atomic (access
+ * IB_ACCESS_REMOTE_ATOMIC) or an ATOMIC_WRITE (IB_ACCESS_REMOTE_WRITE) at
+ * h->va, referenced in *mrp: the QP allows the access, the target is
+ * aligned, the rkey allows the access to it.
+ */
+static enum trdma_rx_err trdma_rx_atomic_mr(struct trdma_qp *qp,
+					    const struct trdma_wire_hdr *h,
+					    int access, struct trdma_mr **mrp)
+{
+	if (!(qp->attr.qp_access_flags & access))
+		return TRDMA_RX_ACCESS;
+	if (h->va & (sizeof(u64) - 1))
+		return TRDMA_RX_INVAL;
+	*mrp = trdma_rkey_get(qp, h->rkey, h->va, sizeof(u64), access);
+	return *mrp ? TRDMA_RX_OK : TRDMA_RX_ACCESS;
+}
+
+/*
+ * Executes an atomic or an ATOMIC_WRITE on the responder's memory, atomic
+ * with respect to the CPU's own atomics and to each other on the same 8
+ * bytes.  COMPARE_SWAP and FETCH_ADD return the original value in *val;
+ * ATOMIC_WRITE stores *val, its 8 bytes as they came, with one aligned
+ * 64-bit store, so no one sees half of it.  The target is checked here
+ * (again for an ATOMIC_WRITE: the MR may have gone since its header).
  */
 static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 					 const struct trdma_wire_hdr *h,
-					 u64 *orig)
+					 u64 *val)
 {
-	u64 va = h->va;
+	bool write = h->opcode == TRDMA_OP_ATOMIC_WRITE;
+	enum trdma_rx_err e;
 	struct trdma_mr *mr;
 	u32 pg_off;
-	void *p;
+	void *p, *t;
 
-	if (!(qp->attr.qp_access_flags & IB_ACCESS_REMOTE_ATOMIC))
-		return TRDMA_RX_ACCESS;
-	if (va & (sizeof(u64) - 1))
-		return TRDMA_RX_INVAL;
-	mr = trdma_rkey_get(qp, h->rkey, va, sizeof(u64),
-			    IB_ACCESS_REMOTE_ATOMIC);
-	if (!mr)
-		return TRDMA_RX_ACCESS;
-	p = kmap_local_page(trdma_mr_page(mr, va, &pg_off));
-	if (h->opcode == TRDMA_OP_COMPARE_SWAP)
-		*orig = cmpxchg64((u64 *)(p + pg_off), h->compare, h->swap_add);
+	e = trdma_rx_atomic_mr(qp, h, write ? IB_ACCESS_REMOTE_WRITE :
+					      IB_ACCESS_REMOTE_ATOMIC, &mr);
+	if (e)
+		return e;
+	p = kmap_local_page(trdma_mr_page(mr, h->va, &pg_off));
+	t = p + pg_off;
+	if (write)
+		atomic64_set(t, *val);
+	else if (h->opcode == TRDMA_OP_COMPARE_SWAP)
+		*val = cmpxchg64((u64 *)t, h->compare, h->swap_add);
 	else
-		*orig = atomic64_fetch_add(h->swap_add,
-					   (atomic64_t *)(p + pg_off));
+		*val = atomic64_fetch_add(h->swap_add, t);
 	kunmap_local(p);
 	trdma_mr_put(mr);
 	return TRDMA_RX_OK;
@@ -554,13 +575,14 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 	if (rx->rnr_wait && (trdma_op_is_send(op) || trdma_op_is_write(op) ||
 			     op == TRDMA_OP_READ_REQUEST ||
 			     op == TRDMA_OP_COMPARE_SWAP ||
-			     op == TRDMA_OP_FETCH_ADD)) {
+			     op == TRDMA_OP_FETCH_ADD ||
+			     op == TRDMA_OP_ATOMIC_WRITE)) {
 		/*
 		 * Requests, atomics included, are dropped until the refused
 		 * one comes again: the requester sends them all again.
 		 */
-		if ((trdma_op_first(op) || op == TRDMA_OP_READ_REQUEST) &&
-		    msn == rx->rnr_msn) {
+		if ((trdma_op_first(op) || op == TRDMA_OP_READ_REQUEST ||
+		     op == TRDMA_OP_ATOMIC_WRITE) && msn == rx->rnr_msn) {
 			rx->rnr_wait = false;
 		} else {
 			rx->discard = true;
@@ -679,6 +701,20 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		trdma_rx_queue_resp(qp, &r);
 		return TRDMA_RX_OK;
 	}
+	case TRDMA_OP_ATOMIC_WRITE: {
+		struct trdma_mr *mr;
+		enum trdma_rx_err e;
+
+		if (rx->req_active || msn != rx->expected_msn)
+			return TRDMA_RX_PROTO;
+		/* Refused before its bytes are in, as a WRITE is. */
+		e = trdma_rx_atomic_mr(qp, h, IB_ACCESS_REMOTE_WRITE, &mr);
+		if (e)
+			return e;
+		trdma_mr_put(mr);
+		rx->req_placed = 0;
+		return TRDMA_RX_OK;
+	}
 	case TRDMA_OP_ATOMIC_ACK: {
 		struct trdma_swqe_info *swi;
 		struct trdma_sqe *sqe;
@@ -749,6 +785,12 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 				     rx->req_va + rx->req_placed,
 				     IB_ACCESS_REMOTE_WRITE, skb, off, n);
 		rx->req_placed += n;
+	} else if (op == TRDMA_OP_ATOMIC_WRITE) {
+		/* 8 bytes (trdma_wire_parse), maybe in pieces. */
+		skb_copy_bits(skb, off, (u8 *)&rx->aw_val + rx->req_placed, n);
+		rx->req_placed += n;
+		if (rx->req_placed == sizeof(rx->aw_val))
+			return trdma_rx_atomic(qp, &rx->seg, &rx->aw_val);
 	} else {
 		struct trdma_swqe_info *swi;
 		struct trdma_sqe *sqe;
@@ -804,6 +846,16 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 					       IB_WC_RECV_RDMA_WITH_IMM,
 					       rx->seg.flags & TRDMA_BTH_SE);
 		rx->req_active = false;
+		rx->expected_msn++;
+		return;
+	}
+	if (op == TRDMA_OP_ATOMIC_WRITE) {
+		/* Executed (trdma_rx_payload()): acknowledged as a WRITE. */
+		spin_lock_irqsave(&qp->lock, flags);
+		trdma_rx_queue_ack(qp, TRDMA_AETH_ACK, rx->seg.msn,
+				   rx->seg.flags & TRDMA_BTH_ACKREQ);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		rx->acked_bytes += sizeof(rx->aw_val);
 		rx->expected_msn++;
 		return;
 	}

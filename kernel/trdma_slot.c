@@ -12,9 +12,10 @@
 /*
  * Checks the kernel's copy of a send WQE, a whole slot of lim->slot_size
  * bytes, for everything that needs no MR: flags, opcode, the atomics' sink,
- * inline length, SGE count and total length.  Returns the status the WQE
- * completes with if it is refused, or IB_WC_SUCCESS with the message length
- * in *len.  Nothing past the slot is read.
+ * an atomic write's lack of SGEs, inline length, SGE count and total
+ * length.  Returns the status the WQE completes with if it is refused, or
+ * IB_WC_SUCCESS with the message length in *len.  Nothing past the slot is
+ * read.
  */
 enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
 				       const struct trdma_slot_limits *lim,
@@ -49,6 +50,12 @@ enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
 		    sqe->sge[0].length != sizeof(u64))
 			return IB_WC_LOC_QP_OP_ERR;
 		break;
+	case TRDMA_WR_ATOMIC_WRITE:
+		/* The 8 bytes are in the WQE (compare_add): no SGE, no inline. */
+		if (sqe->flags & TRDMA_WQE_INLINE || sqe->num_sge)
+			return IB_WC_LOC_QP_OP_ERR;
+		*len = sizeof(u64);
+		return IB_WC_SUCCESS;
 	case IB_UVERBS_WR_LOCAL_INV:
 	case IB_UVERBS_WR_BIND_MW:
 	case TRDMA_SQE_REG_MR:

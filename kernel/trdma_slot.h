@@ -46,6 +46,19 @@ static inline bool trdma_sqe_is_local(const struct trdma_sqe *sqe)
 	       sqe->opcode == IB_UVERBS_WR_BIND_MW;
 }
 
+/*
+ * The payload a checked send WQE carries in itself: its inline data, or an
+ * atomic write's 8 bytes; NULL when it gathers the payload from SGEs.
+ */
+static inline const u8 *trdma_sqe_data(const struct trdma_sqe *sqe)
+{
+	if (sqe->opcode == TRDMA_WR_ATOMIC_WRITE)
+		return (const u8 *)&sqe->compare_add;
+	if (sqe->flags & TRDMA_WQE_INLINE)
+		return (const u8 *)sqe->sge;
+	return NULL;
+}
+
 enum ib_wc_status trdma_slot_sqe_check(const struct trdma_sqe *sqe,
 				       const struct trdma_slot_limits *lim,
 				       u32 *len);

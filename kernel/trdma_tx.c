@@ -132,6 +132,12 @@ static bool trdma_is_write(u8 opcode)
 	       opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
 }
 
+/* WRITEs and ATOMIC_WRITE: a RETH on the first segment. */
+static bool trdma_has_reth(u8 opcode)
+{
+	return trdma_is_write(opcode) || opcode == TRDMA_WR_ATOMIC_WRITE;
+}
+
 static bool trdma_has_imm(u8 opcode)
 {
 	return opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
@@ -210,6 +216,9 @@ static u8 trdma_req_opcode(u8 wr_op, bool first, bool last)
 
 	if (trdma_is_read(wr_op))
 		return TRDMA_OP_READ_REQUEST;
+	/* 8 bytes: always one segment. */
+	if (wr_op == TRDMA_WR_ATOMIC_WRITE)
+		return TRDMA_OP_ATOMIC_WRITE;
 	if (trdma_is_write(wr_op)) {
 		if (first && last)
 			return imm ? TRDMA_OP_WRITE_ONLY_IMM : TRDMA_OP_WRITE_ONLY;
@@ -406,7 +415,7 @@ static bool trdma_tx_req_seg(struct trdma_qp *qp,
 				bflags |= TRDMA_BTH_ACKREQ;
 		}
 		trdma_seg_hdr(seg, op, bflags, dqpn, swi->msn,
-			      trdma_is_write(sqe->opcode) && first ? &reth :
+			      trdma_has_reth(sqe->opcode) && first ? &reth :
 								     NULL,
 			      aeth,
 			      (trdma_has_imm(sqe->opcode) ||
@@ -605,15 +614,16 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 
 /*
  * Copies len bytes at offset off of a checked send WQE's payload, from its
- * inline data or its SGEs, to dst.  Returns 0, -EACCES or -EINVAL.
+ * inline data (or an atomic write's 8 bytes) or its SGEs, to dst.  Returns 0, -EACCES or -EINVAL.
  */
 int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 		     u32 off, u32 len, u8 *dst)
 {
+	const u8 *data = trdma_sqe_data(sqe);
 	int rv;
 
-	if (sqe->flags & TRDMA_WQE_INLINE) {
-		memcpy(dst, (u8 *)sqe->sge + off, len);
+	if (data) {
+		memcpy(dst, data + off, len);
 		return 0;
 	}
 	while (len) {
@@ -693,11 +703,11 @@ static int trdma_tx_wqe_payload(struct trdma_qp *qp, struct socket *sock)
 	struct trdma_tx_seg *seg = &qp->seg;
 	struct trdma_sqe *sqe = trdma_swq_slot(qp, seg->wqe);
 	u32 off = seg->msg_off + seg->sent, left = seg->len - seg->sent;
+	const u8 *data = trdma_sqe_data(sqe);
 	const struct trdma_sge *sge;
 
-	if (sqe->flags & TRDMA_WQE_INLINE)
-		return trdma_tx_copy(sock->sk, false, (u8 *)sqe->sge + off,
-				     left, 0);
+	if (data)
+		return trdma_tx_copy(sock->sk, false, data + off, left, 0);
 
 	sge = trdma_sge_at(sqe, &off);
 	if (!sge)

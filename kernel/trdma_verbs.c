@@ -39,12 +39,14 @@ int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 	 * IB_WR_LOCAL_INV and SEND_WITH_INV (for kernel QPs; a user QP has
 	 * SEND_WITH_INV, and LOCAL_INV of its windows).  Memory windows of
 	 * type 1 and 2B, for user QPs, never zero-based; they count against
-	 * max_mr.  No integrity MRs.
+	 * max_mr.  No integrity MRs.  RDMA ATOMIC WRITE on user RC QPs
+	 * (flagged where the kernel has the flag; kernel QPs refuse it).
 	 */
 	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
 				 IB_DEVICE_MEM_MGT_EXTENSIONS |
 				 IB_DEVICE_MEM_WINDOW |
-				 IB_DEVICE_MEM_WINDOW_TYPE_2B;
+				 IB_DEVICE_MEM_WINDOW_TYPE_2B |
+				 TRDMA_DEVICE_ATOMIC_WRITE;
 	attr->max_mw = l->max_mr;
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 	attr->max_fast_reg_page_list_len = TRDMA_MAX_FR_PAGES;

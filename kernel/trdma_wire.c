@@ -41,6 +41,7 @@ static int trdma_wire_ext_of(u8 op)
 	case TRDMA_OP_WRITE_FIRST:
 	case TRDMA_OP_WRITE_ONLY:
 	case TRDMA_OP_READ_REQUEST:
+	case TRDMA_OP_ATOMIC_WRITE:
 		return TRDMA_EXT_RETH;
 	case TRDMA_OP_WRITE_ONLY_IMM:
 		return TRDMA_EXT_RETH | TRDMA_EXT_IMM;
@@ -79,7 +80,8 @@ static bool trdma_wire_is_request(u8 opcode)
 	return opcode <= TRDMA_OP_READ_REQUEST ||
 	       opcode == TRDMA_OP_COMPARE_SWAP || opcode == TRDMA_OP_FETCH_ADD ||
 	       opcode == TRDMA_OP_SEND_LAST_INV ||
-	       opcode == TRDMA_OP_SEND_ONLY_INV;
+	       opcode == TRDMA_OP_SEND_ONLY_INV ||
+	       opcode == TRDMA_OP_ATOMIC_WRITE;
 }
 
 /*
@@ -119,14 +121,18 @@ u32 trdma_hdr_len(u8 opcode, u8 flags)
 	return len;
 }
 
-/* SENDs, WRITEs and READ responses carry payload; nothing else does. */
+/*
+ * SENDs, WRITEs, READ responses and ATOMIC_WRITE carry payload; nothing
+ * else does.
+ */
 bool trdma_wire_has_payload(u8 opcode)
 {
 	return opcode <= TRDMA_OP_WRITE_ONLY_IMM ||
 	       (opcode >= TRDMA_OP_READ_RESPONSE_FIRST &&
 		opcode <= TRDMA_OP_READ_RESPONSE_ONLY) ||
 	       opcode == TRDMA_OP_SEND_LAST_INV ||
-	       opcode == TRDMA_OP_SEND_ONLY_INV;
+	       opcode == TRDMA_OP_SEND_ONLY_INV ||
+	       opcode == TRDMA_OP_ATOMIC_WRITE;
 }
 
 /*
@@ -211,6 +217,10 @@ enum trdma_wire_err trdma_wire_parse(const void *buf, u32 len,
 		h->dma_len = be32_to_cpu(reth.dma_len);
 		/* A WRITE's first segment is part of what the RETH announces. */
 		if (h->length > h->dma_len)
+			return TRDMA_WIRE_LENGTH;
+		/* An ATOMIC_WRITE is 8 bytes, all in its one segment. */
+		if (h->opcode == TRDMA_OP_ATOMIC_WRITE &&
+		    (h->dma_len != sizeof(u64) || h->length != sizeof(u64)))
 			return TRDMA_WIRE_LENGTH;
 	}
 	if (ext & TRDMA_EXT_ATOMIC) {

@@ -36,7 +36,11 @@ enum trdma_wire_err {
 	TRDMA_WIRE_OPCODE,	/* unknown opcode */
 	TRDMA_WIRE_RESERVED,	/* a reserved field or flag is not zero */
 	TRDMA_WIRE_QPN,		/* dest_qpn wider than 24 bits */
-	TRDMA_WIRE_LENGTH,	/* over TRDMA_MAX_SEG, or past a RETH's length */
+	/*
+	 * Over TRDMA_MAX_SEG, past a RETH's length, or an ATOMIC_WRITE not
+	 * of exactly 8 bytes.
+	 */
+	TRDMA_WIRE_LENGTH,
 	TRDMA_WIRE_PAYLOAD,	/* payload on an opcode that carries none */
 	TRDMA_WIRE_OFFSET,	/* a message's first segment not at offset 0 */
 	TRDMA_WIRE_AETH,	/* TRDMA_BTH_AETH off a request, or not an ACK */

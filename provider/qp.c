@@ -446,6 +446,8 @@ static uint64_t trdma_wr_op_flag(enum ibv_wr_opcode opcode)
 		return IBV_QP_EX_WITH_LOCAL_INV;
 	case IBV_WR_SEND_WITH_INV:
 		return IBV_QP_EX_WITH_SEND_WITH_INV;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_QP_EX_WITH_ATOMIC_WRITE;
 	default:
 		return 0;
 	}
@@ -614,14 +616,31 @@ static void trdma_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr,
 	trdma_wr_unsupported(qpx);
 }
 
+/*
+ * RDMA ATOMIC WRITE: the 8 bytes at atomic_wr, as they are, go into the
+ * WQE's compare_add; the responder stores them with one aligned 64-bit
+ * store.  No SGEs, no inline data.
+ */
 static void trdma_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 				  uint64_t remote_addr,
 				  const void *atomic_wr)
 {
-	(void)rkey;
-	(void)remote_addr;
-	(void)atomic_wr;
-	trdma_wr_unsupported(qpx);
+	struct ibv_send_wr wr = { .opcode = IBV_WR_ATOMIC_WRITE };
+	struct trdma_qp *qp = to_tqpx(qpx);
+	struct trdma_sqe *sqe;
+
+	wr.wr.rdma.rkey = rkey;
+	wr.wr.rdma.remote_addr = remote_addr;
+	trdma_wr_begin(qp, &wr);
+	sqe = qp->wr_cur;
+	if (!sqe)
+		return;
+	if (!atomic_wr) {
+		qp->wr_cur = NULL;
+		trdma_wr_fail(qp, EINVAL);
+		return;
+	}
+	memcpy(&sqe->compare_add, atomic_wr, sizeof(sqe->compare_add));
 }
 
 static void trdma_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
@@ -842,7 +861,8 @@ static void trdma_qp_init_wr_api(struct trdma_qp *qp, ptrdiff_t comp_off)
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |       \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |                                   \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |        \
-	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |             \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE)
 #define TRDMA_UC_SEND_OPS                                                      \
 	(TRDMA_UD_SEND_OPS | IBV_QP_EX_WITH_RDMA_WRITE |                       \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_BIND_MW |        \
@@ -852,8 +872,8 @@ static void trdma_qp_init_wr_api(struct trdma_qp *qp, ptrdiff_t comp_off)
  * ibv_create_qp_ex(): a PD (required), send_ops_flags for the ibv_wr_*
  * API, and create_flags only when 0; anything else (XRC, RSS, TSO headers,
  * source QPN, ...) is refused with EOPNOTSUPP, as are send_ops_flags
- * trdma does not execute (bind MW, local invalidate, send with invalidate,
- * TSO, atomic write, RDMA on a UD QP).
+ * the QP type does not execute (TSO everywhere; READ, atomics, atomic
+ * write and send with invalidate on UC; all but SEND on UD).
  */
 struct ibv_qp *trdma_create_qp_ex(struct ibv_context *ibctx,
 				  struct ibv_qp_init_attr_ex *attr)

@@ -54,8 +54,9 @@ int trdma_rq_geometry_check(uint32_t slots, unsigned int wqe_shift,
  * Returns 0, or EINVAL (slot contents then unspecified) for a WR the SQE
  * cannot express: num_sge < 0 or above caps->max_sge, inline payload above
  * caps->max_inline, IBV_SEND_INLINE on an opcode without outbound payload
- * (RDMA read, atomics, local invalidate), or an opcode trdma_sqe has no
- * encoding for (bind MW, TSO, driver opcodes, atomic write).  Opcodes the
+ * (RDMA read, atomics, local invalidate), IBV_WR_ATOMIC_WRITE (struct
+ * ibv_send_wr has no room for its 8 bytes: ibv_wr_atomic_write() only), or
+ * an opcode trdma_sqe has no encoding for (TSO, driver opcodes).  Opcodes the
  * device does not offer but the SQE can express (local invalidate, send
  * with invalidate) are encoded: the kernel refuses them with a completion
  * error.
@@ -71,7 +72,9 @@ int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
  * data: wr_id, opcode, SIGNALED/SOLICITED/FENCE, imm_data or the rkey to
  * invalidate, the remote address and rkey, the atomic operands.  It
  * ignores IBV_SEND_INLINE and wr->num_sge/sg_list.  EINVAL for an opcode
- * trdma_sqe has no encoding for.
+ * trdma_sqe has no encoding for.  IBV_WR_ATOMIC_WRITE takes the remote
+ * address and rkey from wr->wr.rdma; the caller puts the 8 bytes into
+ * compare_add.
  *
  * trdma_sqe_set_sges() writes num SGEs (num <= caps->max_sge, checked by
  * the caller) and clears any inline payload.

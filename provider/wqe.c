@@ -9,6 +9,12 @@
 #include "trdma-ring.h"
 #include "trdma-wqe.h"
 
+/* trdma.ko's atomic write opcodes (trdma-abi.h) are libibverbs'. */
+_Static_assert(TRDMA_WR_ATOMIC_WRITE == IBV_WR_ATOMIC_WRITE,
+	       "SQE opcode of atomic write");
+_Static_assert(TRDMA_WC_ATOMIC_WRITE == IBV_WC_ATOMIC_WRITE,
+	       "CQE opcode of atomic write");
+
 /* trdma_sqe.num_sge and trdma_rqe.num_sge are __u8. */
 #define TRDMA_MAX_WQE_SGE 255U
 
@@ -79,7 +85,10 @@ bool trdma_sqe_inline_ok(const void *slot)
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		return true;
 	default:
-		/* RDMA read, atomics, LOCAL_INV, BIND_MW: no outbound payload. */
+		/*
+		 * RDMA read, atomics, LOCAL_INV, BIND_MW: no outbound payload;
+		 * atomic write: its payload is in the WQE already.
+		 */
 		return false;
 	}
 }
@@ -130,6 +139,8 @@ int trdma_sqe_encode_hdr(void *slot, const struct ibv_send_wr *wr,
 		/* fall through */
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_WRITE:
+		/* ATOMIC_WRITE: its 8 bytes are the caller's (qp.c). */
 		sqe->remote_addr = wr->wr.rdma.remote_addr;
 		sqe->rkey = wr->wr.rdma.rkey;
 		break;
@@ -157,7 +168,7 @@ int trdma_sqe_encode_hdr(void *slot, const struct ibv_send_wr *wr,
 			wr->bind_mw.bind_info.mw_access_flags;
 		break;
 	default:
-		/* TSO, DRIVER1, ATOMIC_WRITE, unknown: no encoding. */
+		/* TSO, DRIVER1, unknown: no encoding. */
 		return EINVAL;
 	}
 
@@ -175,7 +186,12 @@ int trdma_sqe_encode(void *slot, const struct trdma_sq_caps *caps,
 {
 	int ret, i;
 
-	if (wr->num_sge < 0)
+	/*
+	 * struct ibv_send_wr has no field for an atomic write's 8 bytes (and
+	 * ibv_post_send(3) of rdma-core 44 lists no IBV_WR_ATOMIC_WRITE):
+	 * ibv_wr_atomic_write() only.
+	 */
+	if (wr->num_sge < 0 || wr->opcode == IBV_WR_ATOMIC_WRITE)
 		return EINVAL;
 	ret = trdma_sqe_encode_hdr(slot, wr, sig_all);
 	if (ret)

@@ -8,7 +8,8 @@
  * past the slot.  The slot is checked as a send WQE and taken as a receive
  * WQE.  Every verdict must be the reference model's (tests/fuzz/model.c),
  * and a send WQE judged valid must satisfy the intake's promises: a known
- * opcode and flags, no SGE for REG_MR and LOCAL_INV, at most max_sge SGEs
+ * opcode and flags, no SGE for REG_MR and LOCAL_INV, 8 bytes and neither
+ * SGE nor inline data for ATOMIC_WRITE, at most max_sge SGEs
  * that lie in the slot, inline data
  * within max_inline and the slot, a total length summed without overflow
  * and at most 2 GiB.
@@ -50,8 +51,15 @@ static void check_sqe(const u8 *slot, const struct trdma_slot_limits *lim)
 	CHECK(sqe->opcode <= IB_UVERBS_WR_LOCAL_INV ||
 	      sqe->opcode == IB_UVERBS_WR_SEND_WITH_INV ||
 	      sqe->opcode == IB_UVERBS_WR_BIND_MW ||
-	      sqe->opcode == TRDMA_SQE_REG_MR);
+	      sqe->opcode == TRDMA_SQE_REG_MR ||
+	      sqe->opcode == TRDMA_WR_ATOMIC_WRITE);
 	CHECK(len <= TRDMA_MAX_MSG_SZ);
+	/* ATOMIC_WRITE: its 8 bytes are in the WQE header. */
+	if (sqe->opcode == TRDMA_WR_ATOMIC_WRITE) {
+		CHECK(len == 8 && !sqe->num_sge &&
+		      !(sqe->flags & TRDMA_WQE_INLINE));
+		return;
+	}
 	/* REG_MR, BIND_MW and LOCAL_INV: no payload, no SGE. */
 	if (trdma_sqe_is_local(sqe)) {
 		CHECK(len == 0 && !sqe->num_sge &&

@@ -56,6 +56,8 @@ static struct trdma_wire_hdr hdr(u8 op, u32 off, u32 len)
 	}
 	if (ext & TRDMA_EXT_RETH)
 		h.dma_len = len > 4096 ? 200000 : len;
+	if (op == TRDMA_OP_ATOMIC_WRITE)
+		h.dma_len = 8;
 	if (ext & TRDMA_EXT_ATOMIC) {
 		h.swap_add = 0x1111222233334444ull;
 		h.compare = 0x5555666677778888ull;
@@ -167,6 +169,17 @@ static void wire_seeds(void)
 	h = hdr(TRDMA_OP_FETCH_ADD, 0, 0);
 	h.flags = TRDMA_BTH_ACKREQ;
 	wire("ok-fetch-add", &h);
+	h = hdr(TRDMA_OP_ATOMIC_WRITE, 0, 8);
+	h.flags = TRDMA_BTH_ACKREQ;
+	wire("ok-atomic-write", &h);
+	h.flags = TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH;
+	h.aeth_msn = 0x00abcd00;
+	wire("ok-atomic-write-carried-ack", &h);
+	h = hdr(TRDMA_OP_ATOMIC_WRITE, 0, 8);
+	h.dma_len = 16;
+	wire("bad-atomic-write-reth-16", &h);
+	h = hdr(TRDMA_OP_ATOMIC_WRITE, 0, 4);
+	wire("bad-atomic-write-payload-4", &h);
 	/* Requests carrying an ACK (TRDMA_BTH_AETH). */
 	h = hdr(TRDMA_OP_SEND_ONLY, 0, 64);
 	h.flags = TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH;
@@ -242,6 +255,8 @@ static void wire_seeds(void)
 	ADD(TRDMA_OP_READ_REQUEST, 0, 0, h.msn += 3; h.dma_len = 4);
 	ADD(TRDMA_OP_COMPARE_SWAP, 0, 0, h.msn += 4);
 	ADD(TRDMA_OP_ATOMIC_ACK, 0, 0, (void)0);
+	ADD(TRDMA_OP_ATOMIC_WRITE, 0, 8, h.msn += 5);
+	ADD(TRDMA_OP_ACK, 0, 0, (void)0);
 #undef ADD
 	put_file("wire", "stream-conversation", stream, n);
 }
@@ -337,6 +352,16 @@ static void slot_seeds(void)
 	s.sqe.compare_add = 5;
 	sges(&s, 1, 8);
 	slot_file("ok-fetch-add", &s);
+	s = slot(q, sge, inl, TRDMA_WR_ATOMIC_WRITE, TRDMA_WQE_SIGNALED);
+	s.sqe.remote_addr = 0x1000;
+	s.sqe.compare_add = 0x0123456789abcdefull;
+	slot_file("ok-atomic-write", &s);
+	s = slot(q, sge, inl, TRDMA_WR_ATOMIC_WRITE, 0);
+	sges(&s, 1, 8);
+	slot_file("bad-atomic-write-sge", &s);
+	s = slot(q, sge, inl, TRDMA_WR_ATOMIC_WRITE, TRDMA_WQE_INLINE);
+	s.sqe.inline_len = 8;
+	slot_file("bad-atomic-write-inline", &s);
 	s = slot(q, sge, inl, IB_UVERBS_WR_SEND, TRDMA_WQE_INLINE);
 	s.sqe.inline_len = 80;
 	memset(s.sqe.sge, 0x42, 80);

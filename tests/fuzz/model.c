@@ -12,17 +12,20 @@
 /* One row of the opcode table of docs/wire.md. */
 struct op_info {
 	bool known;
-	bool payload;		/* SEND, WRITE, READ response */
+	bool payload;		/* SEND, WRITE, READ response, ATOMIC_WRITE */
 	bool first;		/* not a MIDDLE or LAST segment */
 	u8 reth, atomic, aeth, ack, imm, ieth;	/* bytes of each header */
 	bool bad_aeth;		/* flag 0x20 on an opcode that is no request */
 };
 
-/* A request opcode: SEND, WRITE, READ request, atomics, SEND with IETH. */
+/*
+ * A request opcode: SEND, WRITE, READ request, atomics, SEND with IETH,
+ * ATOMIC_WRITE.
+ */
 static bool op_request(u8 op)
 {
 	return op <= 0x0c || op == 0x13 || op == 0x14 || op == 0x16 ||
-	       op == 0x17;
+	       op == 0x17 || op == 0x1d;
 }
 
 /* A UC opcode: 0x20 plus an RC SEND or WRITE opcode (0x00 to 0x0b). */
@@ -38,18 +41,20 @@ static struct op_info op_info(u8 op, u8 flags)
 
 	if (uc)
 		op -= 0x20;
-	i = (struct op_info){ .known = op <= 0x14 || op == 0x16 || op == 0x17 };
+	i = (struct op_info){ .known = op <= 0x14 || op == 0x16 ||
+					op == 0x17 || op == 0x1d };
 
 	if (!i.known)
 		return i;
 	i.payload = op <= 0x0b || (op >= 0x0d && op <= 0x10) || op == 0x16 ||
-		    op == 0x17;
+		    op == 0x17 || op == 0x1d;
 	i.first = !(op == 0x01 || op == 0x02 || op == 0x03 || op == 0x07 ||
 		    op == 0x08 || op == 0x09 || op == 0x0e || op == 0x0f ||
 		    op == 0x16);
 	if (op == 0x16 || op == 0x17)
 		i.ieth = 4;
-	if (op == 0x06 || op == 0x0a || op == 0x0b || op == 0x0c)
+	if (op == 0x06 || op == 0x0a || op == 0x0b || op == 0x0c ||
+	    op == 0x1d)
 		i.reth = 16;
 	if (op == 0x13 || op == 0x14)
 		i.atomic = 32;
@@ -181,6 +186,9 @@ enum trdma_wire_err trdma_model_hdr_verdict(const u8 *buf, size_t len)
 	ext = buf + 20;
 	if (i.reth && length > get32(ext + 12))
 		return TRDMA_WIRE_LENGTH;
+	/* ATOMIC_WRITE: exactly 8 bytes, announced and carried. */
+	if (buf[0] == 0x1d && (length != 8 || get32(ext + 12) != 8))
+		return TRDMA_WIRE_LENGTH;
 	if (i.atomic && !all_zero(ext + 12, 4))
 		return TRDMA_WIRE_RESERVED;
 	ext += i.reth + i.atomic;
@@ -244,6 +252,11 @@ enum ib_wc_status trdma_model_sqe_verdict(const u8 *slot,
 		if (inline_)
 			return IB_WC_LOC_QP_OP_ERR;
 		break;
+	case 15:	/* atomic write: its 8 bytes in the WQE */
+		if (inline_ || n)
+			return IB_WC_LOC_QP_OP_ERR;
+		*len = 8;
+		return IB_WC_SUCCESS;
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 		if (inline_ || n != 1 || size < SQE_SGE + SGE_SIZE ||

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -203,17 +204,183 @@ TEST_F(XVerbsTest, RefusesWhatTrdmaDoesNotDo) {
     EXPECT_EQ(NewCqEx(kWcFlags | f), nullptr);
     EXPECT_EQ(errno, EOPNOTSUPP);
   }
-  for (uint64_t op : {uint64_t(IBV_QP_EX_WITH_TSO),
-                      uint64_t(IBV_QP_EX_WITH_ATOMIC_WRITE)}) {
+  errno = 0;
+  EXPECT_EQ(NewQpEx(xa_, IBV_QPT_RC, kRcOps | IBV_QP_EX_WITH_TSO), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  // Atomic write: RC only.
+  for (ibv_qp_type t : {IBV_QPT_UD, IBV_QPT_UC}) {
     errno = 0;
-    EXPECT_EQ(NewQpEx(xa_, IBV_QPT_RC, kRcOps | op), nullptr) << op;
-    EXPECT_EQ(errno, EOPNOTSUPP) << op;
+    EXPECT_EQ(NewQpEx(xa_, t,
+                      IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE),
+              nullptr)
+        << t;
+    EXPECT_EQ(errno, EOPNOTSUPP) << t;
   }
   errno = 0;
   EXPECT_EQ(NewQpEx(xa_, IBV_QPT_UD,
                     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE),
             nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// RDMA ATOMIC WRITE through ibv_wr_atomic_write(): a pair of RC QPs that
+// asked for it, qw_ -> qr_, their own CQs.
+class AtomicWriteTest : public XVerbsTest {
+ protected:
+  void SetUp() override {
+    XVerbsTest::SetUp();
+    if (HasFatalFailure()) return;
+    cw_ = NewCqEx();
+    cr_ = NewCqEx();
+    ASSERT_TRUE(cw_ && cr_) << strerror(errno);
+    qw_ = NewQpEx(cw_, IBV_QPT_RC, kRcOps | IBV_QP_EX_WITH_ATOMIC_WRITE);
+    qr_ = NewQpEx(cr_, IBV_QPT_RC, kRcOps | IBV_QP_EX_WITH_ATOMIC_WRITE);
+    ASSERT_TRUE(qw_ && qr_) << strerror(errno);
+    ASSERT_EQ(Connect(qw_, qr_), 0);
+    ASSERT_EQ(Connect(qr_, qw_), 0);
+    xw_ = ibv_qp_to_qp_ex(qw_);
+    ASSERT_NE(xw_, nullptr);
+  }
+
+  // Posts one signaled atomic write of the 8 bytes at val to addr (rkey)
+  // and returns its completion.
+  Cqe AtomicWrite(uint64_t id, uint32_t rkey, const void *addr,
+                  const void *val) {
+    ibv_wr_start(xw_);
+    xw_->wr_id = id;
+    xw_->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_atomic_write(xw_, rkey, Addr(addr), val);
+    EXPECT_EQ(ibv_wr_complete(xw_), 0);
+    auto s = PollEx(cw_, 1);
+    return s.empty() ? Cqe{} : s[0];
+  }
+
+  ibv_cq_ex *cw_ = nullptr, *cr_ = nullptr;
+  ibv_qp *qw_ = nullptr, *qr_ = nullptr;
+  ibv_qp_ex *xw_ = nullptr;
+};
+
+// The 8 bytes land as they were given, byte for byte, and nothing around
+// them changes; the requester completes with IBV_WC_ATOMIC_WRITE, the
+// responder with nothing.
+TEST_F(AtomicWriteTest, EightBytesLandExactly) {
+  const uint8_t val[8] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
+  uint8_t *t = B(3 << 20);
+  std::memset(t - 64, 0xee, 192);
+  Cqe c = AtomicWrite(21, b_.mr->rkey, t, val);
+  EXPECT_EQ(c.wr_id, 21u);
+  EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(c.opcode, IBV_WC_ATOMIC_WRITE);
+  EXPECT_EQ(c.qp_num, qw_->qp_num);
+  EXPECT_EQ(c.byte_len, 8u);
+  EXPECT_EQ(std::memcmp(t, val, 8), 0);
+  for (int i = -64; i < 128; i++) {
+    if (i >= 0 && i < 8) continue;
+    ASSERT_EQ(t[i], 0xee) << "byte " << i;
+  }
+
+  // Again over it, and to the last word of the MR.
+  const uint8_t val2[8] = {0xff, 0, 0x80, 0x7f, 1, 2, 3, 4};
+  c = AtomicWrite(22, b_.mr->rkey, t, val2);
+  EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(std::memcmp(t, val2, 8), 0);
+  uint8_t *last = B(kBuf - 8);
+  c = AtomicWrite(23, b_.mr->rkey, last, val);
+  EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  EXPECT_EQ(std::memcmp(last, val, 8), 0);
+  ExpectQuiet(cr_, 100);
+  ExpectQuiet(cw_, 50);
+
+  // ibv_post_send() has no field for the 8 bytes: refused, nothing posted.
+  ibv_sge sg = {Addr(val), 8, a_.mr->lkey};
+  ibv_send_wr wr = {}, *bad = nullptr;
+  wr.wr_id = 24;
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = Addr(t);
+  wr.wr.rdma.rkey = b_.mr->rkey;
+  EXPECT_EQ(ibv_post_send(qw_, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  ExpectQuiet(cw_, 100);
+  EXPECT_EQ(std::memcmp(t, val2, 8), 0);
+}
+
+// A target not 8-byte aligned: NAK invalid request; nothing written.
+TEST_F(AtomicWriteTest, MisalignedIsAnInvalidRequest) {
+  const uint8_t val[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  uint8_t *t = B(3 << 20);
+  std::memset(t, 0xee, 32);
+  Cqe c = AtomicWrite(31, b_.mr->rkey, t + 4, val);
+  EXPECT_EQ(c.wr_id, 31u);
+  EXPECT_EQ(c.status, IBV_WC_REM_INV_REQ_ERR) << ibv_wc_status_str(c.status);
+  for (int i = 0; i < 32; i++) ASSERT_EQ(t[i], 0xee) << "byte " << i;
+}
+
+// An rkey without remote write (read and atomic rights only): NAK remote
+// access error; nothing written.
+TEST_F(AtomicWriteTest, NoRemoteWriteRightIsAnAccessError) {
+  const uint8_t val[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<uint8_t> ro(4096, 0xee);
+  ibv_mr *mr = ibv_reg_mr(pd_, ro.data(), ro.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                              IBV_ACCESS_REMOTE_ATOMIC);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  Cqe c = AtomicWrite(41, mr->rkey, ro.data() + 64, val);
+  EXPECT_EQ(c.wr_id, 41u);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  for (size_t i = 0; i < ro.size(); i++) ASSERT_EQ(ro[i], 0xee) << i;
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+// Atomic writes from one QP and fetch-adds from another on one word never
+// tear: every value written or added keeps the word's two halves equal
+// (no carry crosses them), and every value seen (the fetch-adds'
+// originals, the CPU's reads, the end result) has equal halves.
+TEST_F(AtomicWriteTest, AtomicWritesAndFetchAddsNeverTear) {
+  const int n = 300;
+  const uint64_t one = (uint64_t(1) << 32) | 1;
+  uint64_t *word = reinterpret_cast<uint64_t *>(B(4 << 20));
+  auto even = [](uint64_t v) { return (v >> 32) == (v & 0xffffffffu); };
+  __atomic_store_n(word, 0, __ATOMIC_RELAXED);
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0}, bad{0};
+
+  std::thread reader([&] {
+    while (!done.load()) {
+      if (!even(__atomic_load_n(word, __ATOMIC_RELAXED))) torn++;
+    }
+  });
+  std::thread adder([&] {
+    uint64_t *sink = reinterpret_cast<uint64_t *>(A(4 << 20));
+    for (int i = 0; i < n && !bad; i++) {
+      ibv_wr_start(xqa_);
+      xqa_->wr_id = 1000 + i;
+      xqa_->wr_flags = IBV_SEND_SIGNALED;
+      ibv_wr_atomic_fetch_add(xqa_, b_.mr->rkey, Addr(word), one);
+      ibv_wr_set_sge(xqa_, a_.mr->lkey, Addr(sink), 8);
+      if (ibv_wr_complete(xqa_)) {
+        bad++;
+        break;
+      }
+      auto s = PollEx(xa_, 1);
+      if (s.size() != 1 || s[0].status != IBV_WC_SUCCESS) bad++;
+      if (!even(*sink)) torn++;
+    }
+  });
+  for (int i = 0; i < n && !bad; i++) {
+    // Halves equal, small: no fetch-add carries from one into the other.
+    uint64_t v = uint64_t(i * 4096) * one;
+    Cqe c = AtomicWrite(2000 + i, b_.mr->rkey, word, &v);
+    if (c.status != IBV_WC_SUCCESS || c.opcode != IBV_WC_ATOMIC_WRITE) bad++;
+  }
+  adder.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_TRUE(even(__atomic_load_n(word, __ATOMIC_RELAXED)));
 }
 
 TEST_F(XVerbsTest, EveryRcOpcodeMovesDataAndReportsThroughTheGetters) {

@@ -1572,23 +1572,25 @@ TEST_F(ProviderEx, CreateQpExRefusesWhatTrdmaDoesNotExecute)
 	ibv_cq *cq = Cq(16);
 
 	for (std::uint64_t op : std::initializer_list<std::uint64_t>{
-		     IBV_QP_EX_WITH_TSO,
-		     IBV_QP_EX_WITH_ATOMIC_WRITE, 1ULL << 40 }) {
+		     IBV_QP_EX_WITH_TSO, 1ULL << 40 }) {
 		errno = 0;
 		EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | op), nullptr) << op;
 		EXPECT_EQ(errno, EOPNOTSUPP) << op;
 	}
-	// RDMA and atomics on a UD QP.
-	errno = 0;
-	EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE,
-		       IBV_QPT_UD),
-		  nullptr);
-	EXPECT_EQ(errno, EOPNOTSUPP);
-	// READs and atomics on a UC QP.
+	// RDMA and atomics (atomic write too) on a UD QP.
+	for (std::uint64_t op : std::initializer_list<std::uint64_t>{
+		     IBV_QP_EX_WITH_RDMA_WRITE, IBV_QP_EX_WITH_ATOMIC_WRITE }) {
+		errno = 0;
+		EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | op, IBV_QPT_UD),
+			  nullptr) << op;
+		EXPECT_EQ(errno, EOPNOTSUPP) << op;
+	}
+	// READs and atomics (atomic write too) on a UC QP.
 	for (std::uint64_t op : std::initializer_list<std::uint64_t>{
 		     IBV_QP_EX_WITH_RDMA_READ, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
 		     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
-		     IBV_QP_EX_WITH_SEND_WITH_INV }) {
+		     IBV_QP_EX_WITH_SEND_WITH_INV,
+		     IBV_QP_EX_WITH_ATOMIC_WRITE }) {
 		errno = 0;
 		EXPECT_EQ(QpEx(cq, IBV_QP_EX_WITH_SEND | op, IBV_QPT_UC),
 			  nullptr) << op;
@@ -1802,6 +1804,66 @@ TEST_F(ProviderEx, WrApiEncodesExactlyAsPostSend)
 	EXPECT_EQ(h.imm_data, 0x4402u);
 	EXPECT_EQ(h.bind.mr_lkey, 0x303u);
 	EXPECT_EQ(h.compare_add, 4096u);
+	fk_stall_sq(false);
+}
+
+// ibv_wr_atomic_write(): the 8 bytes as they are, in compare_add; no SGE,
+// no inline data.  ibv_post_send() has no field for them: EINVAL.
+TEST_F(ProviderEx, WrAtomicWriteCarriesTheEightBytesInTheWqe)
+{
+	ibv_cq *cq = Cq(16);
+	ibv_qp *qp = QpEx(cq, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE);
+	const unsigned char val[8] = { 0x01, 0x23, 0x45, 0x67,
+				       0x89, 0xab, 0xcd, 0xef };
+
+	ASSERT_NE(qp, nullptr) << errno;
+	ToRts(qp);
+	fk_stall_sq(true);	// the kernel takes nothing: slots stay
+	ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	ibv_wr_start(x);
+	x->wr_id = 0x77;
+	x->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	ibv_wr_atomic_write(x, 0x1234, 0x8008, val);
+	ASSERT_EQ(ibv_wr_complete(x), 0);
+	ASSERT_EQ(fk_sq_prod(qp), 1u);
+	trdma_sqe h = SqSlot(qp, 0);
+	EXPECT_EQ(h.opcode, TRDMA_WR_ATOMIC_WRITE);
+	EXPECT_EQ(h.opcode, IBV_WR_ATOMIC_WRITE);
+	EXPECT_EQ(h.wr_id, 0x77u);
+	EXPECT_EQ(h.flags, TRDMA_WQE_SIGNALED);	// no inline data
+	EXPECT_EQ(h.num_sge, 0u);
+	EXPECT_EQ(h.inline_len, 0u);
+	EXPECT_EQ(h.rkey, 0x1234u);
+	EXPECT_EQ(h.remote_addr, 0x8008u);
+	EXPECT_EQ(0, std::memcmp(&h.compare_add, val, sizeof(val)));
+	EXPECT_EQ(h.swap, 0u);
+
+	// No buffer: nothing posted.
+	ibv_wr_start(x);
+	ibv_wr_atomic_write(x, 0x1234, 0x8008, nullptr);
+	EXPECT_EQ(ibv_wr_complete(x), EINVAL);
+	EXPECT_EQ(fk_sq_prod(qp), 1u);
+
+	// Not asked for at create time: refused.
+	ibv_qp *plain = QpEx(cq, IBV_QP_EX_WITH_SEND);
+	ASSERT_NE(plain, nullptr) << errno;
+	ToRts(plain);
+	ibv_qp_ex *px = ibv_qp_to_qp_ex(plain);
+	ibv_wr_start(px);
+	ibv_wr_atomic_write(px, 0x1234, 0x8008, val);
+	EXPECT_EQ(ibv_wr_complete(px), EINVAL);
+	EXPECT_EQ(fk_sq_prod(plain), 0u);
+
+	// ibv_post_send() refuses IBV_WR_ATOMIC_WRITE.
+	ibv_sge sg = { reinterpret_cast<std::uintptr_t>(val), 8, 0x101 };
+	ibv_send_wr wr = SendWr(9, &sg, 1, IBV_WR_ATOMIC_WRITE,
+				IBV_SEND_SIGNALED);
+	ibv_send_wr *bad = nullptr;
+	wr.wr.rdma.rkey = 0x1234;
+	wr.wr.rdma.remote_addr = 0x8008;
+	EXPECT_EQ(fk_post_send(qp, &wr, &bad), EINVAL);
+	EXPECT_EQ(bad, &wr);
+	EXPECT_EQ(fk_sq_prod(qp), 1u);
 	fk_stall_sq(false);
 }
 

@@ -57,6 +57,9 @@ trdma_wire_hdr Hdr(std::uint8_t op, std::uint32_t off = 0,
 	}
 	if (ext & TRDMA_EXT_RETH)
 		h.dma_len = len + 100;
+	// ATOMIC_WRITE: always 8 bytes, announced and carried.
+	if (op == TRDMA_OP_ATOMIC_WRITE)
+		h.length = h.dma_len = 8;
 	if (ext & TRDMA_EXT_ATOMIC) {
 		h.swap_add = 3;
 		h.compare = 4;
@@ -95,7 +98,7 @@ bool IsInvOp(unsigned op)
 	return op == TRDMA_OP_SEND_LAST_INV || op == TRDMA_OP_SEND_ONLY_INV;
 }
 
-// Every opcode of a segment: 0 to kLastOp and the two above.
+// Every opcode of a segment: 0 to kLastOp and the three above.
 std::vector<unsigned> KnownOps()
 {
 	std::vector<unsigned> ops;
@@ -104,6 +107,7 @@ std::vector<unsigned> KnownOps()
 		ops.push_back(op);
 	ops.push_back(TRDMA_OP_SEND_LAST_INV);
 	ops.push_back(TRDMA_OP_SEND_ONLY_INV);
+	ops.push_back(TRDMA_OP_ATOMIC_WRITE);
 	return ops;
 }
 
@@ -125,6 +129,7 @@ TEST(WireHeader, LengthByOpcodeIsTheTableOfWireMd)
 			  op <= TRDMA_OP_UC_WRITE_ONLY_IMM;
 		std::uint32_t w = op <= kLastOp ? want[op] :
 				  IsInvOp(op) ? 24 :
+				  op == TRDMA_OP_ATOMIC_WRITE ? 36 :	// RETH
 				  uc ? want[op - TRDMA_OP_UC] : 0;
 
 		EXPECT_EQ(trdma_hdr_len(op, 0), w) << "opcode " << op;
@@ -133,7 +138,8 @@ TEST(WireHeader, LengthByOpcodeIsTheTableOfWireMd)
 		// else, no UC request either (UC has no acknowledgments).
 		bool req = op <= TRDMA_OP_READ_REQUEST ||
 			   op == TRDMA_OP_COMPARE_SWAP ||
-			   op == TRDMA_OP_FETCH_ADD || IsInvOp(op);
+			   op == TRDMA_OP_FETCH_ADD || IsInvOp(op) ||
+			   op == TRDMA_OP_ATOMIC_WRITE;
 		EXPECT_EQ(trdma_hdr_len(op, TRDMA_BTH_AETH), req ? w + 8 : 0)
 			<< "opcode " << op;
 		EXPECT_LE(trdma_hdr_len(op, TRDMA_BTH_AETH), TRDMA_MAX_HDR);
@@ -317,7 +323,8 @@ TEST(WireHeader, PayloadAndStartByOpcode)
 	for (unsigned op : KnownOps()) {
 		bool pay = op <= TRDMA_OP_WRITE_ONLY_IMM ||
 			   (op >= TRDMA_OP_READ_RESPONSE_FIRST &&
-			    op <= TRDMA_OP_READ_RESPONSE_ONLY) || IsInvOp(op);
+			    op <= TRDMA_OP_READ_RESPONSE_ONLY) || IsInvOp(op) ||
+			   op == TRDMA_OP_ATOMIC_WRITE;
 		bool cont = op == TRDMA_OP_SEND_MIDDLE ||
 			    op == TRDMA_OP_SEND_LAST ||
 			    op == TRDMA_OP_SEND_LAST_IMM ||
@@ -338,8 +345,9 @@ TEST(WireHeader, UnknownOpcodes)
 	for (unsigned op = kLastOp + 1; op <= 0xff; op++) {
 		Bytes b(TRDMA_MAX_HDR, 0);
 
-		if (IsInvOp(op) || (op >= TRDMA_OP_UC_SEND_FIRST &&
-				     op <= TRDMA_OP_UC_WRITE_ONLY_IMM))
+		if (IsInvOp(op) || op == TRDMA_OP_ATOMIC_WRITE ||
+		    (op >= TRDMA_OP_UC_SEND_FIRST &&
+		     op <= TRDMA_OP_UC_WRITE_ONLY_IMM))
 			continue;
 
 		b[0] = op;
@@ -444,6 +452,63 @@ TEST(WireHeader, SegmentLength)
 		h.dma_len = 0;
 		EXPECT_EQ(Parse(Build(h)), TRDMA_WIRE_OK) << int(op);
 	}
+}
+
+// ATOMIC_WRITE: RETH (va, rkey, dma_len 8), then exactly 8 payload bytes.
+TEST(WireHeader, AtomicWriteIsEightBytes)
+{
+	const Bytes b = {
+		0x1d, 0x40, 0x00, 0x00,  0x00, 0x00, 0x00, 0x21,
+		0x00, 0x00, 0x00, 0x05,  0x00, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x08,
+		0x00, 0x00, 0x7f, 0x00,  0x12, 0x34, 0x50, 0x08,
+		0x00, 0x00, 0x1a, 0x2b,  0x00, 0x00, 0x00, 0x08,
+	};
+	trdma_wire_hdr h;
+
+	ASSERT_EQ(Parse(b, &h), TRDMA_WIRE_OK);
+	EXPECT_EQ(h.opcode, TRDMA_OP_ATOMIC_WRITE);
+	EXPECT_FALSE(h.uc);
+	EXPECT_EQ(h.ext, TRDMA_EXT_RETH);
+	EXPECT_EQ(h.hdr_len, 36u);
+	EXPECT_EQ(h.length, 8u);
+	EXPECT_EQ(h.va, 0x7f0012345008ull);
+	EXPECT_EQ(h.rkey, 0x1a2bu);
+	EXPECT_EQ(h.dma_len, 8u);
+	EXPECT_TRUE(trdma_wire_has_payload(TRDMA_OP_ATOMIC_WRITE));
+	EXPECT_TRUE(trdma_wire_starts_msg(TRDMA_OP_ATOMIC_WRITE));
+	// Alignment is the responder's to judge (a NAK, not malformed).
+	Bytes m = b;
+	m[27] = 0x0c;
+	EXPECT_EQ(Parse(m), TRDMA_WIRE_OK);
+
+	// Any other length, announced or carried: malformed.
+	for (std::uint32_t len : {0u, 1u, 4u, 7u, 9u, 16u, 4096u}) {
+		trdma_wire_hdr a = Hdr(TRDMA_OP_ATOMIC_WRITE);
+
+		a.length = len;
+		EXPECT_EQ(Parse(Build(a)), TRDMA_WIRE_LENGTH) << len;
+		a.length = 8;
+		a.dma_len = len;
+		EXPECT_EQ(Parse(Build(a)), TRDMA_WIRE_LENGTH) << len;
+		a.length = len;
+		EXPECT_EQ(Parse(Build(a)), TRDMA_WIRE_LENGTH) << len;
+	}
+	// No UC ATOMIC_WRITE.
+	Bytes u = b;
+	u[0] = TRDMA_OP_UC | TRDMA_OP_ATOMIC_WRITE;
+	EXPECT_EQ(Parse(u), TRDMA_WIRE_OPCODE);
+	// An ACK may ride along, after the RETH.
+	trdma_wire_hdr c = Hdr(TRDMA_OP_ATOMIC_WRITE), d;
+	c.flags = TRDMA_BTH_ACKREQ | TRDMA_BTH_AETH;
+	c.ext = TRDMA_EXT_RETH | TRDMA_EXT_AETH;
+	c.hdr_len = 44;
+	c.aeth_msn = 0x42;
+	Bytes cb = Build(c);
+	ASSERT_EQ(cb.size(), 44u);
+	EXPECT_EQ(cb[43], 0x42);
+	ASSERT_EQ(Parse(cb, &d), TRDMA_WIRE_OK);
+	EXPECT_TRUE(trdma_model_hdr_equal(&c, &d));
 }
 
 TEST(WireHeader, PayloadOnlyWhereTheOpcodeCarriesOne)
@@ -595,6 +660,33 @@ TEST(SendSlot, InvalidationAndRegistration)
 		l.sqe()->flags = TRDMA_WQE_INLINE;
 		EXPECT_EQ(Check(l, Lim()), IB_WC_LOC_QP_OP_ERR) << int(op);
 	}
+}
+
+// ATOMIC_WRITE: its 8 bytes are in the WQE; no SGE, no inline data.
+TEST(SendSlot, AtomicWrite)
+{
+	Slot s(64);
+	std::uint32_t len = 99;
+
+	s.sqe()->opcode = TRDMA_WR_ATOMIC_WRITE;
+	s.sqe()->flags = TRDMA_WQE_SIGNALED | TRDMA_WQE_FENCE;
+	s.sqe()->compare_add = 0x0123456789abcdefull;
+	EXPECT_EQ(Check(s, Lim(64, 1, 16), &len), IB_WC_SUCCESS);
+	EXPECT_EQ(len, 8u);
+	EXPECT_EQ(trdma_sqe_data(s.sqe()),
+		  reinterpret_cast<const std::uint8_t *>(&s.sqe()->compare_add));
+	Sges(s, 1, 8);
+	EXPECT_EQ(Check(s, Lim(64, 1, 16)), IB_WC_LOC_QP_OP_ERR);
+	Sges(s, 0, 0);
+	s.sqe()->flags = TRDMA_WQE_INLINE;
+	s.sqe()->inline_len = 8;
+	EXPECT_EQ(Check(s, Lim(64, 1, 16)), IB_WC_LOC_QP_OP_ERR);
+	// Other WQEs: inline data, or none (SGEs).
+	s.sqe()->opcode = IB_UVERBS_WR_SEND;
+	EXPECT_EQ(trdma_sqe_data(s.sqe()),
+		  reinterpret_cast<const std::uint8_t *>(s.sqe()->sge));
+	s.sqe()->flags = 0;
+	EXPECT_EQ(trdma_sqe_data(s.sqe()), nullptr);
 }
 
 TEST(SendSlot, Atomics)

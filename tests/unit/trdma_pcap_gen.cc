@@ -29,7 +29,9 @@
  *     READ_RESPONSE_FIRST whose header straddles two TCP segments,
  *     READ_RESPONSE_LAST; COMPARE_SWAP whose TCP option deliberately
  *     disagrees with its BTH, ATOMIC_ACK; SEND_ONLY_IMM answered by an RNR
- *     NAK, sent again and ACKed; FETCH_ADD, ATOMIC_ACK; FIN handshake.
+ *     NAK, sent again and ACKed; FETCH_ADD, ATOMIC_ACK; requests carrying
+ *     ACKs; UC SEND_ONLY and WRITE_ONLY_IMM; ATOMIC_WRITE, ACK; FIN
+ *     handshake.
  *  2. port 4791: hellos, then a segment with an unknown opcode and a valid
  *     looking SEND_ONLY the dissector must not decode any more.
  *  3. port 4791: a hello REJECT.
@@ -601,7 +603,9 @@ public:
 			"READ_REQUEST", "READ_RESPONSE_FIRST",
 			"READ_RESPONSE_MIDDLE", "READ_RESPONSE_LAST",
 			"READ_RESPONSE_ONLY", "ACK", "ATOMIC_ACK",
-			"COMPARE_SWAP", "FETCH_ADD"};
+			"COMPARE_SWAP", "FETCH_ADD", "UNKNOWN",
+			"SEND_LAST_INV", "SEND_ONLY_INV", "UNKNOWN", "UNKNOWN",
+			"UNKNOWN", "UNKNOWN", "UNKNOWN", "ATOMIC_WRITE"};
 		static const char *const uc[] = {
 			"UC_SEND_FIRST", "UC_SEND_MIDDLE", "UC_SEND_LAST",
 			"UC_SEND_LAST_IMM", "UC_SEND_ONLY", "UC_SEND_ONLY_IMM",
@@ -890,7 +894,24 @@ void conn_main(Capture &cap)
 			  pattern(110, 0, 12), p);
 		k.send(c, {20 + 16 + 4 + 12});
 	}
-	k.ack(s);
+	/* ATOMIC_WRITE: RETH (dma_len 8), 8 payload bytes; ACK. */
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		reth(e, *p, 0x00007f0000005008ull, 0x0badf00d, 8);
+		k.segment(c, TRDMA_OP_ATOMIC_WRITE, AR, 111, 0, e,
+			  pattern(111, 0, 8), p);
+		k.send(c, {20 + 16 + 8});
+	}
+	{
+		Bytes e;
+		auto p = std::make_shared<Pdu>();
+
+		aeth(e, *p, TRDMA_AETH_ACK, 111);
+		k.segment(s, TRDMA_OP_ACK, 0, 111, 0, e, {}, p);
+		k.send(s, {28});
+	}
 	k.close();
 }
 

@@ -86,6 +86,7 @@ local opcodes = {
     [0x14] = "FETCH_ADD",
     [0x16] = "SEND_LAST_INV",
     [0x17] = "SEND_ONLY_INV",
+    [0x1d] = "ATOMIC_WRITE",
     -- UC: 0x20 plus the RC SEND/WRITE opcode (RoCE's UC opcodes).
     [0x20] = "UC_SEND_FIRST",
     [0x21] = "UC_SEND_MIDDLE",
@@ -118,6 +119,7 @@ local ext_headers = {
     [0x12] = { A, K },
     [0x13] = { "atomic" }, [0x14] = { "atomic" },
     [0x16] = { V }, [0x17] = { V },
+    [0x1d] = { R },     -- ATOMIC_WRITE: RETH, then 8 payload bytes
 }
 -- UC SENDs and WRITEs: the headers of their RC counterparts.
 for op = 0x00, 0x0b do ext_headers[0x20 + op] = ext_headers[op] end
@@ -127,10 +129,10 @@ local ext_len = { reth = 16, atomic = 32, aeth = 8, atomicack = 8, immdt = 4,
 local BTH_AETH = 0x20     -- a request carrying an AETH (TRDMA_BTH_AETH)
 
 -- A request's opcode that may carry an AETH: RC SEND, WRITE, READ request,
--- atomics, SEND with IETH (a UC request never does).
+-- atomics, SEND with IETH, ATOMIC_WRITE (a UC request never does).
 local function is_request(opcode)
     return opcode <= 0x0c or opcode == 0x13 or opcode == 0x14 or
-           opcode == 0x16 or opcode == 0x17
+           opcode == 0x16 or opcode == 0x17 or opcode == 0x1d
 end
 
 -- The extension headers of a segment by its BTH opcode and flags, or nil

@@ -142,13 +142,26 @@ struct trdma_sqe {
 		__aligned_u64 remote_addr;
 		struct trdma_sqe_ud ud;	/* UD */
 	};
-	__aligned_u64 compare_add;	/* atomics: compare or add operand */
+	/* atomics: compare or add operand; ATOMIC_WRITE: the 8 bytes */
+	__aligned_u64 compare_add;
 	union {
 		__aligned_u64 swap;	/* atomics: swap operand */
 		struct trdma_sqe_bind bind;	/* BIND_MW */
 	};
 	struct trdma_sge sge[];		/* or the inline payload */
 };
+
+/*
+ * RDMA ATOMIC WRITE (IBTA 1.5), RC only: trdma_sqe.opcode and the
+ * trdma_cqe.opcode of its completion.  The values of IB_UVERBS_WR_ATOMIC_WRITE
+ * and IB_UVERBS_WC_ATOMIC_WRITE (Linux 6.2 on; IBV_WR_ATOMIC_WRITE and
+ * IBV_WC_ATOMIC_WRITE in rdma-core), which 6.1's headers lack.  The WQE has
+ * no SGEs and no inline data: the 8 bytes to write are compare_add's, as the
+ * application's buffer held them (no byte order conversion); remote_addr
+ * (8-byte aligned) and rkey name the target.
+ */
+#define TRDMA_WR_ATOMIC_WRITE	15
+#define TRDMA_WC_ATOMIC_WRITE	9
 
 /* Receive WQE (RQ and SRQ). */
 struct trdma_rqe {

@@ -84,6 +84,12 @@ enum trdma_opcode {
 	/* The last segment of a SEND_WITH_INV: an IETH follows the BTH. */
 	TRDMA_OP_SEND_LAST_INV = 0x16,
 	TRDMA_OP_SEND_ONLY_INV = 0x17,
+	/*
+	 * RC ATOMIC WRITE: a RETH (dma_len 8, va 8-byte aligned), then 8
+	 * payload bytes (length 8), which the responder stores at va with
+	 * one aligned 64-bit store.  Answered by an ACK, as a WRITE.
+	 */
+	TRDMA_OP_ATOMIC_WRITE = 0x1d,
 	/* UC requests (TRDMA_OP_UC | the RC opcode); never TRDMA_BTH_ACKREQ. */
 	TRDMA_OP_UC_SEND_FIRST = 0x20,
 	TRDMA_OP_UC_SEND_MIDDLE = 0x21,
@@ -117,8 +123,8 @@ enum trdma_opcode {
 /*
  * Base transport header, at the start of every segment.  msn numbers the
  * requester's messages (from the start_msn of its hello, one per SEND,
- * WRITE, READ or atomic); responses and ACKs carry the msn of the request
- * they answer.  offset is where this segment's payload sits in the message;
+ * WRITE, READ, atomic or atomic write); responses and ACKs carry the msn
+ * of the request they answer.  offset is where this segment's payload sits in the message;
  * length is the payload byte count.
  */
 struct trdma_bth {
@@ -131,7 +137,10 @@ struct trdma_bth {
 	__be32 length;
 };
 
-/* RDMA extended transport header: WRITE FIRST/ONLY and READ requests. */
+/*
+ * RDMA extended transport header: WRITE FIRST/ONLY, READ requests and
+ * ATOMIC_WRITE.
+ */
 struct trdma_reth {
 	__be64 va;
 	__be32 rkey;
