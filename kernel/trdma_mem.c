@@ -317,6 +317,12 @@ struct ib_mr *trdma_get_dma_mr(struct ib_pd *ibpd, int access)
 			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | \
 			 IB_ACCESS_MW_BIND | IB_ACCESS_RELAXED_ORDERING)
 
+/* Unknown optional access bits are hints that may be ignored. */
+static bool trdma_mr_access_known(int access)
+{
+	return !(access & ~(TRDMA_MR_ACCESS | IB_ACCESS_OPTIONAL));
+}
+
 struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 iova, int access, struct ib_udata *udata)
 {
@@ -325,8 +331,7 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	struct trdma_mr *mr;
 	int rv;
 
-	/* Unknown optional access bits are hints that may be ignored. */
-	if (access & ~(TRDMA_MR_ACCESS | IB_ACCESS_OPTIONAL))
+	if (!trdma_mr_access_known(access))
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!length || length > trdma_limits.max_mr_size)
 		return ERR_PTR(-EINVAL);
@@ -396,8 +401,7 @@ struct ib_mr *trdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	/* Only user MRs come through uverbs; be sure of it anyway. */
 	if (!old->umem || old->fast || old->mw_type)
 		return ERR_PTR(-EINVAL);
-	if ((flags & IB_MR_REREG_ACCESS) &&
-	    (access & ~(TRDMA_MR_ACCESS | IB_ACCESS_OPTIONAL)))
+	if ((flags & IB_MR_REREG_ACCESS) && !trdma_mr_access_known(access))
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!(flags & IB_MR_REREG_ACCESS))
 		access = old->access;
