@@ -89,6 +89,22 @@ struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
 }
 
 /*
+ * How many CQEs are ready from cons on, in *avail (acquire: the CQEs up to
+ * the producer index are written).  Returns 0, EIO when the CQ lost its
+ * ring in a failed trdma_resize_cq(), or EPROTO when the kernel claims
+ * more CQEs than the ring has slots.  Called under cq->lock.
+ */
+static int trdma_cq_ready(struct trdma_cq *cq, uint32_t cons, uint32_t *avail)
+{
+	struct trdma_uring *r = &cq->ring;
+
+	if (!r->map)
+		return EIO;
+	*avail = trdma_ring_count(trdma_uring_load_prod(r), cons);
+	return *avail > r->num_slots ? EPROTO : 0;
+}
+
+/*
  * The extended CQ: the same ring, read through ibv_start_poll(),
  * ibv_next_poll(), ibv_end_poll() and the read_* getters, none of which
  * makes a system call.  start_poll takes the CQ's lock and copies the
@@ -99,19 +115,18 @@ struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
  */
 static int trdma_cq_ex_take(struct trdma_cq *cq)
 {
-	struct trdma_uring *r = &cq->ring;
 	uint32_t avail;
+	int ret;
 
-	/* Acquire: the CQEs up to prod are written. */
-	avail = trdma_ring_count(trdma_uring_load_prod(r), cq->poll_cons);
+	ret = trdma_cq_ready(cq, cq->poll_cons, &avail);
+	if (ret)
+		return ret;
 	if (!avail)
 		return ENOENT;
-	/* The kernel never claims more CQEs than slots. */
-	if (avail > r->num_slots)
-		return EPROTO;
 
 	/* One copy of the slot; the getters read the copy. */
-	memcpy(&cq->cur, trdma_uring_slot(r, cq->poll_cons), sizeof(cq->cur));
+	memcpy(&cq->cur, trdma_uring_slot(&cq->ring, cq->poll_cons),
+	       sizeof(cq->cur));
 	cq->poll_cons++;
 	cq->ibv_cq_ex.wr_id = cq->cur.wr_id;
 	cq->ibv_cq_ex.status = (enum ibv_wc_status)cq->cur.status;
@@ -133,8 +148,7 @@ static int trdma_start_poll(struct ibv_cq_ex *ibcq,
 		return EINVAL;
 	pthread_spin_lock(&cq->lock);
 	cq->poll_cons = cq->ring.idx;
-	/* No ring: lost in a failed trdma_resize_cq(). */
-	ret = cq->ring.map ? trdma_cq_ex_take(cq) : EIO;
+	ret = trdma_cq_ex_take(cq);
 	if (ret)
 		pthread_spin_unlock(&cq->lock);
 	return ret;
@@ -266,24 +280,17 @@ int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	struct trdma_cq *cq = to_tcq(ibcq);
 	struct trdma_uring *r = &cq->ring;
 	uint32_t cons, avail, n;
+	int ret;
 
 	if (num_entries <= 0)
 		return 0;
 
 	pthread_spin_lock(&cq->lock);
-	if (!r->map) {
-		/* Lost its ring in a failed trdma_resize_cq(). */
-		pthread_spin_unlock(&cq->lock);
-		errno = EIO;
-		return -1;
-	}
 	cons = r->idx;
-	/* Acquire: the CQEs up to prod are written. */
-	avail = trdma_ring_count(trdma_uring_load_prod(r), cons);
-	if (avail > r->num_slots) {
-		/* The kernel never claims more CQEs than slots. */
+	ret = trdma_cq_ready(cq, cons, &avail);
+	if (ret) {
 		pthread_spin_unlock(&cq->lock);
-		errno = EPROTO;
+		errno = ret;
 		return -1;
 	}
 	if (avail > (uint32_t)num_entries)
@@ -314,17 +321,16 @@ void trdma_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
 {
 	struct trdma_cq *cq = to_tcq(ibcq);
 	struct trdma_uring *r = &cq->ring;
-	uint32_t cons, prod, i, gone = 0;
+	uint32_t cons, avail, i, gone = 0;
 
 	pthread_spin_lock(&cq->lock);
 	cons = r->idx;
-	prod = trdma_uring_load_prod(r);
-	if (!r->map || trdma_ring_count(prod, cons) > r->num_slots) {
+	if (trdma_cq_ready(cq, cons, &avail)) {
 		/* Lost ring or a lying producer: polls report it. */
 		pthread_spin_unlock(&cq->lock);
 		return;
 	}
-	for (i = prod; i != cons; i--) {
+	for (i = cons + avail; i != cons; i--) {
 		struct trdma_cqe *cqe = trdma_uring_slot(r, i - 1);
 
 		if (cqe->qp_num == qpn)

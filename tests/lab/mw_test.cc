@@ -590,6 +590,18 @@ class ReregMrTest : public MwTest {
     return pd;
   }
 
+  // ibv_rereg_mr() of mr's access alone, or of its translation alone (to
+  // kLen bytes of b_'s buffer at off).
+  static int Reaccess(ibv_mr *mr, int access) {
+    return ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                        access);
+  }
+
+  int Move(ibv_mr *mr, size_t off) {
+    return ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
+                        b_.buf.data() + off, kLen, 0);
+  }
+
   // RDMA WRITE of len bytes of pattern seed from a_ to b_'s buffer at off.
   ibv_wc WriteTo(size_t off, uint32_t len, uint32_t rkey, unsigned seed) {
     Fill(a_.buf, 0, len, seed);
@@ -612,10 +624,7 @@ TEST_F(ReregMrTest, TranslationMovesTheRegionUnderNewKeys) {
   uint32_t old_rkey = mr->rkey, old_lkey = mr->lkey;
 
   constexpr size_t kTo = 1 << 20;
-  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
-                         b_.buf.data() + kTo, kLen, 0),
-            0)
-      << errno;
+  ASSERT_EQ(Move(mr, kTo), 0) << errno;
   EXPECT_NE(mr->rkey, old_rkey);
   EXPECT_NE(mr->lkey, old_lkey);
   EXPECT_EQ(mr->addr, b_.buf.data() + kTo);
@@ -639,10 +648,7 @@ TEST_F(ReregMrTest, OldKeysFailAfterwards) {
   ASSERT_NE(mr, nullptr);
   uint32_t old_rkey = mr->rkey, old_lkey = mr->lkey;
   // The same range anew: new keys all the same.
-  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
-                         b_.buf.data(), kLen, 0),
-            0)
-      << errno;
+  ASSERT_EQ(Move(mr, 0), 0) << errno;
   ASSERT_NE(mr->rkey, old_rkey);
   // Remote use of the old rkey: a remote access error.
   ibv_wc c = WriteTo(0, 64, old_rkey, 4);
@@ -670,9 +676,7 @@ TEST_F(ReregMrTest, AccessChangeGrantsAndRevokesUnderTheSameKeys) {
   ASSERT_NE(mr, nullptr);
   uint32_t rkey = mr->rkey, lkey = mr->lkey;
   Fill(b_.buf, 0, kLen, 5);
-  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
-            0)
+  ASSERT_EQ(Reaccess(mr, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ), 0)
       << errno;
   EXPECT_EQ(mr->rkey, rkey);
   EXPECT_EQ(mr->lkey, lkey);
@@ -682,10 +686,7 @@ TEST_F(ReregMrTest, AccessChangeGrantsAndRevokesUnderTheSameKeys) {
       << Diff(b_.buf.data(), a_.buf.data(), kLen);
 
   // Read only now: a remote write through the key is refused.
-  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                         IBV_ACCESS_REMOTE_READ),
-            0)
-      << errno;
+  ASSERT_EQ(Reaccess(mr, IBV_ACCESS_REMOTE_READ), 0) << errno;
   EXPECT_EQ(mr->rkey, rkey);
   std::vector<uint8_t> before(b_.buf.begin(), b_.buf.begin() + kLen);
   c = WriteTo(0, 64, mr->rkey, 6);
@@ -699,10 +700,7 @@ TEST_F(ReregMrTest, WriteRightsOnReadOnlyMemoryComeUnderNewKeys) {
   ibv_mr *mr = Mr(0, IBV_ACCESS_REMOTE_READ);
   ASSERT_NE(mr, nullptr);
   uint32_t rkey = mr->rkey;
-  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                         kRw),
-            0)
-      << errno;
+  ASSERT_EQ(Reaccess(mr, kRw), 0) << errno;
   EXPECT_NE(mr->rkey, rkey);
   ibv_wc c = WriteTo(4096, 8192, mr->rkey, 14);
   ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
@@ -757,14 +755,10 @@ TEST_F(ReregMrTest, BoundWindowRefusesItAndTheMrStaysAsItWas) {
   uint32_t rkey = mr->rkey;
   // In place (rights) or anew (translation): both refused.
   errno = 0;
-  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                         kRw),
-            IBV_REREG_MR_ERR_CMD);
+  EXPECT_EQ(Reaccess(mr, kRw), IBV_REREG_MR_ERR_CMD);
   EXPECT_EQ(errno, EBUSY);
   errno = 0;
-  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr,
-                         b_.buf.data(), kLen, 0),
-            IBV_REREG_MR_ERR_CMD);
+  EXPECT_EQ(Move(mr, 0), IBV_REREG_MR_ERR_CMD);
   EXPECT_EQ(errno, EBUSY);
   EXPECT_EQ(mr->rkey, rkey);
   // The MR and the window both still work.
@@ -779,10 +773,7 @@ TEST_F(ReregMrTest, BoundWindowRefusesItAndTheMrStaysAsItWas) {
   ASSERT_EQ(Bind1(b_.qp, b_.cq, mw, Info(mr, 0, 0, IBV_ACCESS_REMOTE_WRITE))
                 .status,
             IBV_WC_SUCCESS);
-  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                         kRw),
-            0)
-      << errno;
+  ASSERT_EQ(Reaccess(mr, kRw), 0) << errno;
   c = WriteTo(16384, 4096, mr->rkey, 11);
   ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
   ExpectWritten(16384, 4096);

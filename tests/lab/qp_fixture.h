@@ -168,6 +168,24 @@ class DataPathTest : public ::testing::Test {
     }
   }
 
+  // A SEND of 4 KiB from req into a receive WQE of resp naming memory resp
+  // may not write (a key of no MR): req's SEND fails with a remote
+  // operational error, resp's receive with a local protection error, and
+  // both QPs go to error.
+  void SendIntoForeignReceive(Side &req, Side &resp, uint64_t recv_id,
+                              uint64_t send_id) {
+    std::vector<ibv_sge> rs = Sges(resp, 0, 4096, 1);
+    rs[0].lkey ^= 0x100;  // another key byte: no MR
+    ASSERT_EQ(PostRecv(resp, recv_id, rs), 0);
+    ASSERT_EQ(PostSend(req, send_id, IBV_WR_SEND, Sges(req, 0, 4096, 1)), 0);
+    ibv_wc s = Wait(req.cq);
+    EXPECT_EQ(s.wr_id, send_id);
+    EXPECT_EQ(s.status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(s.status);
+    ibv_wc r = Wait(resp.cq);
+    EXPECT_EQ(r.wr_id, recv_id);
+    EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(r.status);
+  }
+
   // Waits for one completion on cq (10 s).
   ibv_wc Wait(ibv_cq *cq) {
     ibv_wc wc = {};
