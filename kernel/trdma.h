@@ -109,6 +109,7 @@ enum trdma_counter {
 	TRDMA_CNT_MW_BIND,
 	TRDMA_CNT_MW_INV,
 	TRDMA_CNT_UC_RX_DROPPED,
+	TRDMA_CNT_FRAGS_RELEASED,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -213,6 +214,15 @@ struct trdma_dev {
 	int tcp_sndbuf;			/* bytes; 0 = autotuning */
 	int tcp_rcvbuf;			/* bytes; 0 = autotuning */
 	bool tcp_nodelay;
+	/*
+	 * QPs whose transmitter went idle holding a socket page fragment,
+	 * and the work that returns the pages (trdma_idle.c, which has the
+	 * locking rules).
+	 */
+	spinlock_t frag_lock;		/* see trdma_idle.c */
+	struct list_head frag_qps;
+	struct delayed_work frag_work;
+
 	/* The link key (trdma_key.c); 0 bytes: no key.  Never read back. */
 	u8 md5_keylen;
 	u8 md5_key[TCP_MD5SIG_MAXKEYLEN];
@@ -401,6 +411,8 @@ struct trdma_rd_resp {
 
 /* Bit of trdma_qp.tx_flags: the QP has a transmitter (trdma_tx.c). */
 #define TRDMA_TX_OWNED	0
+/* Bit of trdma_qp.tx_flags: the QP is on its device's frag_qps list. */
+#define TRDMA_TX_FRAG	1
 
 struct trdma_tx_seg {
 	/* The headers, then the payload where it is copied. */
@@ -588,7 +600,7 @@ struct trdma_qp {
 	 * lets go, so no one waits on the mutex to transmit.
 	 */
 	struct mutex tx_mutex;		/* see above */
-	unsigned long tx_flags;		/* bit TRDMA_TX_OWNED */
+	unsigned long tx_flags;		/* TRDMA_TX_OWNED, TRDMA_TX_FRAG */
 	atomic_t tx_again;		/* lock-free */
 	struct work_struct tx_work;
 	struct trdma_swqe_info *swi;	/* indexed like swq; under lock */
@@ -619,6 +631,12 @@ struct trdma_qp {
 	unsigned long last_req_tx;
 	struct hrtimer ack_timer;
 	u64 ack_owed_ns;
+	/*
+	 * When the transmitter last went idle (jiffies; lock-free), and the
+	 * QP's place on its device's frag_qps (trdma_idle.c).
+	 */
+	unsigned long tx_idle_at;
+	struct list_head frag_node;
 	u32 ack_turn_ns;
 	/*
 	 * One slot more than the READs a peer may have outstanding: over
@@ -865,6 +883,9 @@ void trdma_tx_ack_forget_unasked(struct trdma_qp *qp);
 void trdma_tx_resp_soon(struct trdma_qp *qp, struct sock *sk);
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t);
 void trdma_tx_lock(struct trdma_qp *qp);
+void trdma_frag_note(struct trdma_qp *qp, struct sock *sk);
+void trdma_frag_forget(struct trdma_qp *qp);
+void trdma_frag_work(struct work_struct *work);
 void trdma_tx_unlock(struct trdma_qp *qp);
 void trdma_tx_sync(struct trdma_qp *qp);
 void trdma_tx_rnr_work(struct work_struct *work);

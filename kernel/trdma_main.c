@@ -396,6 +396,7 @@ static void trdma_dealloc_driver(struct ib_device *ibdev)
 	synchronize_rcu();
 
 	/* Its QPs, and with them their connections, are gone. */
+	cancel_delayed_work_sync(&tdev->frag_work);
 	trdma_net_put(tdev);
 	netdev_put(tdev->netdev, &tdev->netdev_tracker);
 	WARN_ON(!xa_empty(&tdev->mr_xa) || !xa_empty(&tdev->qp_xa) ||
@@ -508,6 +509,9 @@ static int trdma_newlink(const char *ibdev_name, struct net_device *ndev)
 	netdev_hold(ndev, &tdev->netdev_tracker, GFP_KERNEL);
 	tdev->netdev = ndev;
 	spin_lock_init(&tdev->knob_lock);
+	spin_lock_init(&tdev->frag_lock);
+	INIT_LIST_HEAD(&tdev->frag_qps);
+	INIT_DELAYED_WORK(&tdev->frag_work, trdma_frag_work);
 	tdev->tcp_nodelay = true;
 	xa_init_flags(&tdev->mr_xa, XA_FLAGS_ALLOC1);
 	xa_init_flags(&tdev->qp_xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);

@@ -740,6 +740,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	spin_lock_init(&qp->lock);
 	spin_lock_init(&qp->txopt.lock);
 	mutex_init(&qp->tx_mutex);
+	INIT_LIST_HEAD(&qp->frag_node);
 	refcount_set(&qp->ref, 1);
 	init_completion(&qp->freed);
 	INIT_WORK(&qp->tx_work, trdma_qp_is_ud(qp) ? trdma_ud_tx_work :
@@ -875,6 +876,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	cancel_delayed_work_sync(&qp->rnr_work);
 	hrtimer_cancel(&qp->ack_timer);
 	cancel_work_sync(&qp->tx_work);
+	trdma_frag_forget(qp);
 	trdma_qp_put(qp);
 	wait_for_completion(&qp->freed);
 

@@ -888,8 +888,10 @@ static int trdma_tx_run(struct trdma_qp *qp)
 
 	lockdep_assert_held(&qp->tx_mutex);
 	while (qp->sock) {
-		if (qp->seg.kind == TRDMA_SEG_NONE && !trdma_tx_next_seg(qp))
+		if (qp->seg.kind == TRDMA_SEG_NONE && !trdma_tx_next_seg(qp)) {
+			trdma_frag_note(qp, qp->sock->sk);
 			break;
+		}
 		rv = trdma_tx_push(qp, qp->sock, false);
 		if (rv == -EAGAIN)
 			break;	/* write_space kicks us again */
@@ -972,6 +974,7 @@ static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
 		return false;
 	trdma_tx_seg_sent(qp);
 	trdma_count(qp->tdev, TRDMA_CNT_TX_FROM_RX, 1);
+	trdma_frag_note(qp, sk);
 	return true;
 }
 

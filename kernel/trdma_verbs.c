@@ -107,6 +107,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_MW_BIND].name = "mw_bind",
 	[TRDMA_CNT_MW_INV].name = "mw_invalidate",
 	[TRDMA_CNT_UC_RX_DROPPED].name = "uc_rx_dropped",
+	[TRDMA_CNT_FRAGS_RELEASED].name = "tx_frags_released",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

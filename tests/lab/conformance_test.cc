@@ -1352,4 +1352,50 @@ TEST_F(DataPathTest, ResetRemovesTheQpsCompletionsNotPolledYet) {
   EXPECT_EQ(ibv_destroy_qp(q2), 0);
 }
 
+// A connected QP that stops transmitting gives back the page fragment
+// TCP copied its headers into (32 KiB per socket; trdma_idle.c), once,
+// frag_idle_ms after its last transmit, and takes a new one when it sends
+// again: counted in tx_frags_released.
+TEST_F(DataPathTest, IdleQpsReturnTheirSocketPageFragment) {
+  const std::string param = "/sys/module/trdma/parameters/frag_idle_ms";
+  const std::string old = ReadFile(param);
+  ASSERT_EQ(Sh("echo 200 > " + param), 0);
+  struct Restore {
+    std::string cmd;
+    ~Restore() { Sh(cmd); }
+  } restore{"echo " + old + " > " + param};
+
+  for (int round = 0; round < 2; round++) {
+    SCOPED_TRACE(round);
+    const long before = Counter("tx_frags_released");
+    ASSERT_GE(before, 0);
+    // A small SEND (copied behind its header) each way, and the ACKs.
+    Fill(a_.buf, 0, 64, 20 + round);
+    Fill(b_.buf, 4096, 64, 30 + round);
+    ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 65536, 64, 1)), 0);
+    ASSERT_EQ(PostRecv(a_, 2, Sges(a_, 65536, 64, 1)), 0);
+    ASSERT_EQ(PostSend(a_, 3, IBV_WR_SEND, Sges(a_, 0, 64, 1)), 0);
+    ASSERT_EQ(PostSend(b_, 4, IBV_WR_SEND, Sges(b_, 4096, 64, 1)), 0);
+    for (Side *s : {&a_, &b_})
+      for (int k = 0; k < 2; k++) {
+        ibv_wc wc = Wait(s->cq);
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      }
+    EXPECT_EQ(memcmp(a_.buf.data(), b_.buf.data() + 65536, 64), 0);
+    EXPECT_EQ(memcmp(b_.buf.data() + 4096, a_.buf.data() + 65536, 64), 0);
+    // Both sockets give theirs back within a few idle periods ...
+    long released = before;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (released < before + 2 && MsSince(t0) < 3000) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      released = Counter("tx_frags_released");
+    }
+    EXPECT_EQ(released, before + 2)
+        << "fragments returned within " << MsSince(t0) << " ms";
+    // ... and only once while they stay idle.
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    EXPECT_EQ(Counter("tx_frags_released"), released);
+  }
+}
+
 }  // namespace

@@ -33,13 +33,20 @@
 // whose receiver posts a receive every 200 ms (a slow reader; its sender
 // is told RNR), not counted: slow_stream_mb_per_s, slow_share_*.
 //
+// With --load SECS, every QP of both sides keeps one RDMA WRITE of
+// --load-bytes (64 KiB) outstanding to its peer for SECS seconds, after
+// the idle figures were taken: load_mb_per_s, and the memory per QP under
+// load (load_*_per_qp, sampled half-way) and idle again --hold seconds
+// after it (after_*_per_qp: what the QPs keep of what the load took).
+//
 // Across two hosts, one end of every pair on each: --serve PORT on one,
 // --connect HOST:PORT on the other (a TCP connection of its own carries
 // the QPNs, PSNs and buffer keys); each host reports its own QPs.
 //
 //   usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS]
 //                         [-s BYTES] [--hold SECS] [--settle SECS]
-//                         [--stream SECS] [--serve PORT | --connect HOST:PORT]
+//                         [--stream SECS] [--load SECS] [--load-bytes BYTES]
+//                         [--serve PORT | --connect HOST:PORT]
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -467,6 +474,99 @@ StreamResult Stream(const std::vector<Pair> &p, Side *s0, Side *s1,
 	return r;
 }
 
+struct LoadResult {
+	double secs = 0;		// until the last completion
+	uint64_t msgs = 0;		// completed
+	// The most used in the second half: Slab, TCP pages, and all
+	// memory as MemAvailable's least.
+	std::map<std::string, long long> mem, tcp;
+};
+
+// Every QP of side 0 (to its b QP) and of side 1 (to its a QP) keeps one
+// RDMA WRITE of len bytes from its side's lbuf to the peer's outstanding
+// for secs seconds; memory sampled every 100 ms in the second half, the
+// peak kept.  All QPs write the same
+// bytes: nothing is checked here (the checked writes came before).
+LoadResult Load(const std::vector<Pair> &p, Side s[2], ibv_mr *lmr[2],
+		const Peer lpeer[2], size_t len, double secs)
+{
+	std::vector<ibv_wc> wc(256);
+	uint64_t sent = 0, done = 0;
+	auto sample_t = Clock::now();
+	LoadResult r;
+
+	auto post = [&](int from, size_t i) {
+		ibv_sge sge{};
+		sge.addr = lpeer[from].addr;
+		sge.length = static_cast<uint32_t>(len);
+		sge.lkey = lmr[from]->lkey;
+		ibv_send_wr wr{}, *bad = nullptr;
+		wr.wr_id = i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = lpeer[1 - from].addr;
+		wr.wr.rdma.rkey = lpeer[1 - from].rkey;
+		if (ibv_post_send(from ? p[i].b : p[i].a, &wr, &bad))
+			Die("ibv_post_send (load)");
+		sent++;
+	};
+	auto t0 = Clock::now();
+	for (size_t i = 0; i < p.size(); i++) {
+		post(0, i);
+		post(1, i);
+	}
+	for (;;) {
+		bool over = Since(t0) >= secs;
+		if (Since(t0) >= secs / 2 &&
+		    (r.mem.empty() || (!over && Since(sample_t) >= 0.1))) {
+			auto m = MemInfo();
+			auto t = TcpSockstat();
+
+			if (r.mem.empty()) {
+				r.mem = m;
+				r.tcp = t;
+			}
+			r.mem["Slab"] = std::max(r.mem["Slab"], m["Slab"]);
+			r.mem["MemAvailable"] = std::min(r.mem["MemAvailable"],
+							 m["MemAvailable"]);
+			r.tcp["mem"] = std::max(r.tcp["mem"], t["mem"]);
+			sample_t = Clock::now();
+		}
+		int got = 0;
+		for (int k = 0; k < 2; k++) {
+			int n = ibv_poll_cq(s[k].cq, static_cast<int>(wc.size()),
+					    wc.data());
+			if (n < 0)
+				Die("ibv_poll_cq");
+			for (int j = 0; j < n; j++) {
+				if (wc[j].status != IBV_WC_SUCCESS) {
+					std::fprintf(stderr, "qp_scale: load write: %s\n",
+						     ibv_wc_status_str(wc[j].status));
+					std::exit(1);
+				}
+				done++;
+				if (!over)
+					post(k, wc[j].wr_id);
+			}
+			got += n;
+		}
+		if (over && done == sent) {
+			r.secs = Since(t0);
+			break;
+		}
+		if (over && Since(t0) > secs + 60) {
+			std::fprintf(stderr, "qp_scale: load did not drain\n");
+			std::exit(1);
+		}
+		if (!got)
+			std::this_thread::sleep_for(std::chrono::microseconds(100));
+	}
+	r.msgs = done;
+	return r;
+}
+
 // The control connection of a run across two hosts.
 void WriteAll(int fd, const void *buf, size_t len)
 {
@@ -579,7 +679,8 @@ int main(int argc, char **argv)
 	const char *dev = nullptr, *dev2 = nullptr;
 	size_t pairs = 5000, bytes = 256;
 	int threads = 4;
-	double hold = 2, settle = 0, stream = 0;
+	double hold = 2, settle = 0, stream = 0, load = 0;
+	size_t load_bytes = 65536;
 	const int depth = 4;
 	std::string serve, peer;
 
@@ -609,17 +710,22 @@ int main(int argc, char **argv)
 			settle = std::atof(val());
 		else if (a == "--stream")
 			stream = std::atof(val());
+		else if (a == "--load")
+			load = std::atof(val());
+		else if (a == "--load-bytes")
+			load_bytes = std::strtoul(val(), nullptr, 0);
 		else if (a == "--serve")
 			serve = val();
 		else if (a == "--connect")
 			peer = val();
 		else {
 			std::fprintf(stderr,
-				     "usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS] [-s BYTES] [--hold SECS] [--settle SECS] [--stream SECS] [--serve PORT | --connect HOST:PORT]\n");
+				     "usage: trdma_qp_scale -d DEV [-D DEV2] [-n PAIRS] [-t THREADS] [-s BYTES] [--hold SECS] [--settle SECS] [--stream SECS] [--load SECS] [--load-bytes BYTES] [--serve PORT | --connect HOST:PORT]\n");
 			return 2;
 		}
 	}
-	if (!dev || !pairs || threads < 1 || !bytes) {
+	if (!dev || !pairs || threads < 1 || !bytes || !load_bytes ||
+	    load_bytes > (1u << 30)) {
 		std::fprintf(stderr, "qp_scale: -d DEV, and counts above 0\n");
 		return 2;
 	}
@@ -628,8 +734,9 @@ int main(int argc, char **argv)
 	// Across two hosts: one side here (side 0), the other there; me is
 	// 0 on the connecting host, 1 on the serving one.
 	const bool two = !serve.empty() || !peer.empty();
-	if (two && (stream > 0 || (!serve.empty() && !peer.empty()))) {
-		std::fprintf(stderr, "qp_scale: --serve or --connect, without --stream\n");
+	if (two && (stream > 0 || load > 0 ||
+		    (!serve.empty() && !peer.empty()))) {
+		std::fprintf(stderr, "qp_scale: --serve or --connect, without --stream or --load\n");
 		return 2;
 	}
 	const int me = serve.empty() ? 0 : 1;
@@ -641,6 +748,8 @@ int main(int argc, char **argv)
 	// Each side's buffer: what it sends, then what the other side writes.
 	const size_t in = pairs * bytes;
 	const int cqe = static_cast<int>(pairs * (stream > 0 ? 2 * depth : 1) + 16);
+	// Each QP keeps one write of the load outstanding (one QP per pair on
+	// each side's CQ): cqe holds them.
 	OpenSide(&side[0], dev, 2 * in, cqe);
 	if (!two)
 		OpenSide(&side[1], dev2, 2 * in, cqe);
@@ -661,6 +770,21 @@ int main(int argc, char **argv)
 				 IBV_ACCESS_LOCAL_WRITE);
 		if (!rmr)
 			Die("ibv_reg_mr (SRQ)");
+	}
+	// The load: one buffer per side that all its QPs write from and the
+	// other side's write to.
+	std::vector<uint8_t> lbuf[2];
+	ibv_mr *lmr[2] = {};
+	Peer lpeer[2] = {};
+	for (int k = 0; load > 0 && k < 2; k++) {
+		lbuf[k].assign(load_bytes, static_cast<uint8_t>(k + 1));
+		lmr[k] = ibv_reg_mr(side[k].pd, lbuf[k].data(), load_bytes,
+				    IBV_ACCESS_LOCAL_WRITE |
+				    IBV_ACCESS_REMOTE_WRITE);
+		if (!lmr[k])
+			Die("ibv_reg_mr (load)");
+		lpeer[k].addr = reinterpret_cast<uintptr_t>(lbuf[k].data());
+		lpeer[k].rkey = lmr[k]->rkey;
 	}
 	for (size_t i = 0; i < pairs; i++)
 		for (size_t j = 0; j < bytes; j++) {
@@ -771,6 +895,16 @@ int main(int argc, char **argv)
 	const auto mem1 = MemInfo();
 	const auto tcp1 = TcpSockstat();
 
+	// Under load, then idle again.
+	LoadResult lr;
+	std::map<std::string, long long> mem2, tcp2;
+	if (load > 0) {
+		lr = Load(p, side, lmr, lpeer, load_bytes, load);
+		std::this_thread::sleep_for(std::chrono::duration<double>(hold));
+		mem2 = MemInfo();
+		tcp2 = TcpSockstat();
+	}
+
 	if (two)
 		Barrier(fd);	// both measured before either destroys
 	t0 = Clock::now();
@@ -791,6 +925,9 @@ int main(int argc, char **argv)
 		ibv_destroy_srq(srq);
 		ibv_dereg_mr(rmr);
 	}
+	for (auto *m : lmr)
+		if (m)
+			ibv_dereg_mr(m);
 	for (auto &s : side) {
 		if (!s.ctx)
 			continue;
@@ -839,6 +976,25 @@ int main(int argc, char **argv)
 			    sr.share_min, sr.share_max,
 			    slowr.msgs * static_cast<double>(bytes) / slowr.secs / 1e6,
 			    slowr.share_min, slowr.share_max);
+	if (load > 0) {
+		auto tcp_bytes = [](const std::map<std::string, long long> &t) {
+			return t.count("mem") ? t.at("mem") * 4096 : 0;
+		};
+		std::printf(" load_s=%.2f load_bytes=%zu load_mb_per_s=%.1f "
+			    "load_slab_per_qp=%.0f load_sock_per_qp=%.0f "
+			    "load_memused_per_qp=%.0f after_slab_per_qp=%.0f "
+			    "after_sock_per_qp=%.0f after_memused_per_qp=%.0f",
+			    lr.secs, load_bytes,
+			    lr.msgs * static_cast<double>(load_bytes) / lr.secs / 1e6,
+			    per_qp(lr.mem.at("Slab"), mem_open.at("Slab")),
+			    per_qp(tcp_bytes(lr.tcp), tcp_bytes(tcp0)),
+			    per_qp(mem_open.at("MemAvailable"),
+				   lr.mem.at("MemAvailable")),
+			    per_qp(mem2.at("Slab"), mem_open.at("Slab")),
+			    per_qp(tcp_bytes(tcp2), tcp_bytes(tcp0)),
+			    per_qp(mem_open.at("MemAvailable"),
+				   mem2.at("MemAvailable")));
+	}
 	std::printf("\n");
 	if (bad) {
 		std::fprintf(stderr, "qp_scale: %zu bytes wrong\n", bad);
