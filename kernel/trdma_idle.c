@@ -38,18 +38,14 @@ static unsigned long trdma_frag_idle(void)
 	return msecs_to_jiffies(READ_ONCE(trdma_frag_idle_ms));
 }
 
-/*
- * qp's transmitter goes idle on sk (owning; any context).  Notes the time
- * and, if the socket holds a page fragment, puts the QP on its device's
- * list.
- */
-void trdma_frag_note(struct trdma_qp *qp, struct sock *sk)
+/* Puts qp on its device's list if sk holds a page fragment. */
+static void trdma_frag_list(struct trdma_qp *qp, struct sock *sk)
 {
 	struct trdma_dev *tdev = qp->tdev;
 	bool queue = false;
 
-	WRITE_ONCE(qp->tx_idle_at, jiffies);
-	if (!sk->sk_frag.page || test_bit(TRDMA_TX_FRAG, &qp->tx_flags) ||
+	if (!READ_ONCE(sk->sk_frag.page) ||
+	    test_bit(TRDMA_TX_FRAG, &qp->tx_flags) ||
 	    !READ_ONCE(trdma_frag_idle_ms))
 		return;
 	spin_lock_bh(&tdev->frag_lock);
@@ -61,6 +57,16 @@ void trdma_frag_note(struct trdma_qp *qp, struct sock *sk)
 	if (queue)
 		queue_delayed_work(trdma_wq, &tdev->frag_work,
 				   trdma_frag_idle());
+}
+
+/*
+ * qp's transmitter goes idle on sk (owning; any context): notes the time,
+ * and lists the QP if the socket holds a page fragment.
+ */
+void trdma_frag_note(struct trdma_qp *qp, struct sock *sk)
+{
+	WRITE_ONCE(qp->tx_idle_at, jiffies);
+	trdma_frag_list(qp, sk);
 }
 
 /* Takes qp off its device's list (destroy, before the last reference). */
@@ -93,8 +99,8 @@ static void trdma_frag_release(struct trdma_qp *qp, unsigned long idle)
 		}
 		release_sock(sk);
 	} else if (qp->sock) {
-		/* It transmitted meanwhile: noted again when it idles. */
-		trdma_frag_note(qp, qp->sock->sk);
+		/* It transmitted meanwhile: listed again till it idles. */
+		trdma_frag_list(qp, qp->sock->sk);
 	}
 	trdma_tx_unlock(qp);
 	if (released)
