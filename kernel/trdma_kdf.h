@@ -50,7 +50,7 @@ static inline int trdma_hkdf_extract(trdma_hmac_fn hmac, void *ctx,
 				     const uint8_t *ikm, size_t ikmlen,
 				     uint8_t *prk)
 {
-	static const uint8_t zeros[TRDMA_KDF_HASH_LEN];
+	static const uint8_t zeros[TRDMA_KDF_HASH_LEN] = { 0 };
 	const uint8_t *data[1] = { ikm };
 	size_t len[1] = { ikmlen };
 
