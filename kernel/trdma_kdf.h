@@ -24,12 +24,15 @@
 #ifdef __KERNEL__
 #define trdma_kdf_wipe(p, n)	memzero_explicit(p, n)
 #else
+/* The kernel's names, for the host unit tests. */
+#define u8	unsigned char
+#define u32	unsigned int
+
+/* memzero_explicit(): a memset the compiler may not drop. */
 static inline void trdma_kdf_wipe(void *p, size_t n)
 {
-	volatile uint8_t *v = (volatile uint8_t *)p;
-
-	while (n--)
-		*v++ = 0;
+	memset(p, 0, n);
+	__asm__ __volatile__("" : : "r"(p) : "memory");
 }
 #endif
 
@@ -40,18 +43,18 @@ static inline void trdma_kdf_wipe(void *p, size_t n)
 /*
  * HMAC-SHA256(key, data[0] || ... || data[n - 1]) into out.  0 or -errno.
  */
-typedef int (*trdma_hmac_fn)(void *ctx, const uint8_t *key, size_t keylen,
-			     const uint8_t *const *data, const size_t *len,
-			     int n, uint8_t *out);
+typedef int (*trdma_hmac_fn)(void *ctx, const u8 *key, size_t keylen,
+			     const u8 *const *data, const size_t *len,
+			     int n, u8 *out);
 
 /* HKDF-Extract: PRK = HMAC(salt, IKM); a salt of 0 bytes is 32 zeros. */
 static inline int trdma_hkdf_extract(trdma_hmac_fn hmac, void *ctx,
-				     const uint8_t *salt, size_t saltlen,
-				     const uint8_t *ikm, size_t ikmlen,
-				     uint8_t *prk)
+				     const u8 *salt, size_t saltlen,
+				     const u8 *ikm, size_t ikmlen,
+				     u8 *prk)
 {
-	static const uint8_t zeros[TRDMA_KDF_HASH_LEN] = { 0 };
-	const uint8_t *data[1] = { ikm };
+	static const u8 zeros[TRDMA_KDF_HASH_LEN] = { 0 };
+	const u8 *data[1] = { ikm };
 	size_t len[1] = { ikmlen };
 
 	if (!saltlen) {
@@ -66,19 +69,19 @@ static inline int trdma_hkdf_extract(trdma_hmac_fn hmac, void *ctx,
  * T(1) || T(2) || ..., T(i) = HMAC(PRK, T(i - 1) || info || i).
  */
 static inline int trdma_hkdf_expand(trdma_hmac_fn hmac, void *ctx,
-				    const uint8_t *prk, const uint8_t *info,
-				    size_t infolen, uint8_t *out,
+				    const u8 *prk, const u8 *info,
+				    size_t infolen, u8 *out,
 				    size_t outlen)
 {
-	uint8_t t[TRDMA_KDF_HASH_LEN];
+	u8 t[TRDMA_KDF_HASH_LEN];
 	size_t tlen = 0, done = 0;
-	uint8_t i = 0;
+	u8 i = 0;
 	int rv = 0;
 
 	if (outlen > 255 * TRDMA_KDF_HASH_LEN)
 		return -EINVAL;
 	while (done < outlen) {
-		const uint8_t *data[3];
+		const u8 *data[3];
 		size_t len[3], n;
 
 		i++;
@@ -102,20 +105,20 @@ static inline int trdma_hkdf_expand(trdma_hmac_fn hmac, void *ctx,
 
 /* The key material of one direction: TLS 1.3, AES-128-GCM. */
 struct trdma_kdf_dir {
-	uint8_t key[16];
-	uint8_t salt[4];
-	uint8_t iv[8];
+	u8 key[16];
+	u8 salt[4];
+	u8 iv[8];
 };
 
 /* The two ends of a connection: the one that connected, the one that accepted. */
 struct trdma_kdf_ends {
-	uint8_t req_gid[16];
-	uint32_t req_qpn;
-	uint8_t acc_gid[16];
-	uint32_t acc_qpn;
+	u8 req_gid[16];
+	u32 req_qpn;
+	u8 acc_gid[16];
+	u32 acc_qpn;
 };
 
-static inline size_t trdma_kdf_put32(uint8_t *p, uint32_t v)
+static inline size_t trdma_kdf_put32(u8 *p, u32 v)
 {
 	p[0] = v >> 24;
 	p[1] = v >> 16;
@@ -130,7 +133,7 @@ static inline size_t trdma_kdf_put32(uint8_t *p, uint32_t v)
  * side's (QPNs big-endian): two connections, and the two directions of
  * one, never share a key even under one pair of nonces.
  */
-static inline size_t trdma_kdf_info(uint8_t *info, int from_req,
+static inline size_t trdma_kdf_info(u8 *info, int from_req,
 				    const struct trdma_kdf_ends *e)
 {
 	static const char req[] = "trdma tls1 req>acc";
@@ -154,15 +157,15 @@ static inline size_t trdma_kdf_info(uint8_t *info, int from_req,
  * side sends; to_req: what the accepting side sends.
  */
 static inline int trdma_kdf_keys(trdma_hmac_fn hmac, void *ctx,
-				 const uint8_t *ikm, size_t ikmlen,
-				 const uint8_t *nonce_req,
-				 const uint8_t *nonce_acc,
+				 const u8 *ikm, size_t ikmlen,
+				 const u8 *nonce_req,
+				 const u8 *nonce_acc,
 				 const struct trdma_kdf_ends *e,
 				 struct trdma_kdf_dir *to_acc,
 				 struct trdma_kdf_dir *to_req)
 {
-	uint8_t salt[2 * TRDMA_KDF_NONCE_LEN], prk[TRDMA_KDF_HASH_LEN];
-	uint8_t info[TRDMA_KDF_INFO_MAX], okm[sizeof(*to_acc)];
+	u8 salt[2 * TRDMA_KDF_NONCE_LEN], prk[TRDMA_KDF_HASH_LEN];
+	u8 info[TRDMA_KDF_INFO_MAX], okm[sizeof(*to_acc)];
 	size_t n;
 	int rv;
 
