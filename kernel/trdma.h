@@ -110,6 +110,9 @@ enum trdma_counter {
 	TRDMA_CNT_MW_INV,
 	TRDMA_CNT_UC_RX_DROPPED,
 	TRDMA_CNT_FRAGS_RELEASED,
+	TRDMA_CNT_REFUSED_TLS,
+	TRDMA_CNT_TLS_CONNECTIONS,
+	TRDMA_CNT_TLS_RX_ERRORS,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -226,6 +229,11 @@ struct trdma_dev {
 	/* The link key (trdma_key.c); 0 bytes: no key.  Never read back. */
 	u8 md5_keylen;
 	u8 md5_key[TCP_MD5SIG_MAXKEYLEN];
+	/*
+	 * Encrypted links (trdma_tls.c): kernel TLS with keys derived from
+	 * md5_key, which then signs nothing.  Under knob_lock with the key.
+	 */
+	bool tls;
 };
 
 struct trdma_ucontext {
@@ -587,6 +595,16 @@ struct trdma_qp {
 	void (*saved_data_ready)(struct sock *sk);
 	void (*saved_write_space)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
+	/*
+	 * An encrypted link (trdma_tls.c): set while the QP holds a kTLS
+	 * socket, from trdma_cm_attach() to trdma_cm_detach_locked(), under
+	 * state_mutex.  Its receive path reads decrypted bytes in tls_rx_work
+	 * into tls_rx_skb (the work's own) instead of tcp_read_sock().
+	 */
+	bool tls;
+	bool tls_fin;			/* the peer's FIN read; by tls_rx_work */
+	struct work_struct tls_rx_work;
+	struct sk_buff *tls_rx_skb;
 
 	/*
 	 * Transmit (trdma_tx.c), by the QP's transmitter unless noted: who
@@ -846,6 +864,26 @@ bool trdma_key_may_bind(struct trdma_dev *tdev, struct sock *sk);
 void trdma_key_qp_rtr(struct trdma_qp *qp);
 void trdma_key_qp_put(struct trdma_qp *qp);
 int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len);
+u8 trdma_key_read(struct trdma_dev *tdev, u8 *key);
+bool trdma_key_present(struct trdma_dev *tdev);
+
+/* trdma_tls.c */
+struct trdma_tls_hs {
+	bool on;		/* both hellos had TRDMA_HELLO_TLS */
+	bool active;		/* we connected */
+	bool self;		/* a QP connected to itself */
+	u8 nonce_req[TRDMA_HELLO_NONCE_LEN];	/* the connecting side's */
+	u8 nonce_acc[TRDMA_HELLO_NONCE_LEN];	/* the accepting side's */
+};
+
+bool trdma_tls_on(struct trdma_dev *tdev);
+int trdma_tls_set(struct trdma_dev *tdev, bool on);
+int trdma_tls_start(struct trdma_qp *qp, struct socket *sock,
+		    const struct trdma_tls_hs *hs);
+void trdma_tls_stop(struct trdma_qp *qp);
+void trdma_tls_rx_kick(struct trdma_qp *qp);
+void trdma_tls_rx_work(struct work_struct *work);
+int trdma_tls_discard(struct socket *sock);
 
 /* trdma_tcpopt.c */
 int trdma_tcpopt_net_up(struct trdma_net *tnet);
@@ -895,6 +933,7 @@ void trdma_tx_work(struct work_struct *work);
 void trdma_rx_data_ready(struct sock *sk);
 void trdma_rx_pump(struct trdma_qp *qp);
 void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk);
+bool trdma_rx_feed(struct trdma_qp *qp, struct sk_buff *skb);
 void trdma_rx_flush(struct trdma_qp *qp);
 bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *rqe,
 		    bool *taken);

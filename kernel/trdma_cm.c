@@ -61,6 +61,7 @@ struct trdma_pending {
 	struct socket *sock;
 	void (*saved_data_ready)(struct sock *sk);
 	struct trdma_hello hello;
+	u8 nonce[TRDMA_HELLO_NONCE_LEN];	/* with TRDMA_HELLO_TLS */
 	u32 got;
 	bool unproven;		/* waits for its QP's RTS to check the PSN */
 	unsigned long deadline;
@@ -98,6 +99,18 @@ static bool trdma_hello_uc(const struct trdma_hello *h)
 	return h->flags & cpu_to_be16(TRDMA_HELLO_UC);
 }
 
+/* Whether a hello asks for an encrypted link (a nonce follows it). */
+static bool trdma_hello_tls(const struct trdma_hello *h)
+{
+	return h->flags & cpu_to_be16(TRDMA_HELLO_TLS);
+}
+
+/* The bytes of a hello on the wire: itself, and its nonce if it has one. */
+static u32 trdma_hello_len(const struct trdma_hello *h)
+{
+	return sizeof(*h) + (trdma_hello_tls(h) ? TRDMA_HELLO_NONCE_LEN : 0);
+}
+
 static int trdma_send_all(struct socket *sock, void *buf, size_t len)
 {
 	struct kvec iov = { .iov_base = buf, .iov_len = len };
@@ -105,6 +118,18 @@ static int trdma_send_all(struct socket *sock, void *buf, size_t len)
 	int rv = kernel_sendmsg(sock, &msg, &iov, 1, len);
 
 	return rv == len ? 0 : (rv < 0 ? rv : -EIO);
+}
+
+/* Sends a hello, with nonce behind it when it asks for encryption. */
+static int trdma_send_hello(struct socket *sock, const struct trdma_hello *h,
+			    const u8 *nonce)
+{
+	u8 buf[sizeof(*h) + TRDMA_HELLO_NONCE_LEN];
+
+	memcpy(buf, h, sizeof(*h));
+	if (trdma_hello_tls(h))
+		memcpy(buf + sizeof(*h), nonce, TRDMA_HELLO_NONCE_LEN);
+	return trdma_send_all(sock, buf, trdma_hello_len(h));
 }
 
 /*
@@ -243,6 +268,9 @@ static void trdma_cm_state_change(struct sock *sk)
 		if (sk->sk_state != TCP_ESTABLISHED) {
 			if (err == ETIMEDOUT)
 				trdma_qp_timed_out(qp);
+			else if (!err && sk->sk_state == TCP_CLOSE_WAIT &&
+				 qp->tls)
+				trdma_tls_rx_kick(qp);	/* reads up to the FIN */
 			else if (!err && sk->sk_state == TCP_CLOSE_WAIT)
 				trdma_cm_peer_fin(qp, sk);
 			else
@@ -260,6 +288,9 @@ void trdma_cm_write_space(struct sock *sk)
 
 	read_lock_bh(&sk->sk_callback_lock);
 	qp = sk->sk_user_data;
+	/* kTLS's own first: it pushes a record TCP took only part of. */
+	if (qp && qp->tls)
+		qp->saved_write_space(sk);
 	if (qp && sk_stream_is_writeable(sk)) {
 		clear_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
 		trdma_tx_kick(qp);
@@ -272,19 +303,43 @@ void trdma_cm_write_space(struct sock *sk)
  * qp->state_mutex held and the QP in RTR or RTS.
  */
 static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
-			    const struct trdma_hello *peer)
+			    const struct trdma_hello *peer,
+			    const struct trdma_tls_hs *hs)
 {
 	struct sock *sk = sock->sk;
 	unsigned long flags;
+	int rv;
 
 	lockdep_assert_held(&qp->state_mutex);
+	/*
+	 * An encrypted link: the TLS ULP goes on now, both sides alike right
+	 * after the hellos, before any segment; its callbacks then run
+	 * before the QP's (trdma_rx_data_ready(), trdma_cm_write_space()).
+	 */
+	if (hs->on) {
+		rv = trdma_tls_start(qp, sock, hs);
+		if (rv) {
+			ibdev_info_ratelimited(qp->ibqp.device,
+					       "QP %u: TLS for the connection to QP %u: %d\n",
+					       qp->ibqp.qp_num,
+					       qp->attr.dest_qp_num, rv);
+			trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
+			kernel_sock_shutdown(sock, SHUT_RDWR);
+			sock_release(sock);
+			trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+			return;
+		}
+	}
 	trdma_cm_tune(qp->tdev, sock);
 	trdma_cm_apply_timeout(qp, sock);
 	qp->peer_rd_atomic = min_t(u8, peer->max_dest_rd_atomic,
 				   TRDMA_MAX_RD_ATOM);
 	memset(&qp->rx, 0, sizeof(qp->rx));
 	qp->rx.expected_msn = qp->attr.rq_psn;
-	/* Both hellos are through: the next byte is ISN + 1 + a hello. */
+	/*
+	 * Both hellos are through: the next byte is ISN + 1 + a hello (the
+	 * TCP option's offsets; an encrypted link has none).
+	 */
 	qp->rx.pos = 1 + sizeof(struct trdma_hello);
 	trdma_txopt_init(qp, sock);
 
@@ -333,6 +388,13 @@ struct trdma_closing {
 	struct socket *sock;
 	struct delayed_work work;	/* trdma_closing_work() releases */
 	bool armed;			/* work queued; under sk_callback_lock */
+	/*
+	 * An encrypted connection: kTLS keeps the callbacks and decrypts for
+	 * recvmsg only, so the work polls (trdma_tls_discard()) until the
+	 * peer's FIN or until (jiffies; trdma_closing_flush() moves it).
+	 */
+	bool tls;
+	unsigned long until;
 	void (*saved_data_ready)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
 };
@@ -392,6 +454,20 @@ static void trdma_closing_work(struct work_struct *work)
 					       struct trdma_closing, work);
 	struct sock *sk = c->sock->sk;
 
+	if (c->tls) {
+		int rv = trdma_tls_discard(c->sock);
+
+		if (rv == -EAGAIN && !trdma_closing_done(sk) &&
+		    time_before(jiffies, READ_ONCE(c->until))) {
+			queue_delayed_work(trdma_wq, &c->work, HZ / 10);
+			return;
+		}
+		spin_lock_bh(&trdma_closing_lock);
+		list_del(&c->list);
+		spin_unlock_bh(&trdma_closing_lock);
+		goto release;
+	}
+
 	spin_lock_bh(&trdma_closing_lock);
 	list_del(&c->list);
 	spin_unlock_bh(&trdma_closing_lock);
@@ -407,6 +483,7 @@ static void trdma_closing_work(struct work_struct *work)
 	lock_sock(sk);
 	trdma_closing_drain(sk);
 	release_sock(sk);
+release:
 	kernel_sock_shutdown(c->sock, SHUT_RDWR);
 	sock_release(c->sock);
 	kfree(c);
@@ -417,7 +494,7 @@ static void trdma_closing_work(struct work_struct *work)
  * (its work queued) nothing else releases the socket; once it is, this
  * touches neither the socket nor c again.  Process context.
  */
-static void trdma_cm_close(struct socket *sock)
+static void trdma_cm_close(struct socket *sock, bool tls)
 {
 	struct sock *sk = sock->sk;
 	struct trdma_closing *c;
@@ -430,6 +507,16 @@ static void trdma_cm_close(struct socket *sock)
 	}
 	c->sock = sock;
 	INIT_DELAYED_WORK(&c->work, trdma_closing_work);
+	if (tls) {
+		c->tls = true;
+		c->until = jiffies + msecs_to_jiffies(TRDMA_CLOSE_LINGER_MS);
+		kernel_sock_shutdown(sock, SHUT_WR);
+		spin_lock_bh(&trdma_closing_lock);
+		list_add_tail(&c->list, &trdma_closing_list);
+		queue_delayed_work(trdma_wq, &c->work, 0);
+		spin_unlock_bh(&trdma_closing_lock);
+		return;
+	}
 
 	write_lock_bh(&sk->sk_callback_lock);
 	c->saved_data_ready = sk->sk_data_ready;
@@ -466,8 +553,10 @@ static void trdma_closing_flush(const struct net *net)
 
 	spin_lock_bh(&trdma_closing_lock);
 	list_for_each_entry(c, &trdma_closing_list, list)
-		if (!net || net_eq(sock_net(c->sock->sk), net))
+		if (!net || net_eq(sock_net(c->sock->sk), net)) {
+			WRITE_ONCE(c->until, jiffies);
 			mod_delayed_work(trdma_wq, &c->work, 0);
+		}
 	spin_unlock_bh(&trdma_closing_lock);
 	flush_workqueue(trdma_wq);
 	WARN_ON(!net && !list_empty(&trdma_closing_list));
@@ -483,6 +572,7 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	struct socket *sock;
 	unsigned long flags;
 	struct sock *sk;
+	bool tls;
 
 	lockdep_assert_held(&qp->state_mutex);
 	trdma_tx_lock(qp);
@@ -501,8 +591,10 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	sk->sk_write_space = qp->saved_write_space;
 	sk->sk_state_change = qp->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
+	tls = qp->tls;
+	trdma_tls_stop(qp);
 	trdma_txopt_stop(qp, sock);
-	trdma_cm_close(sock);
+	trdma_cm_close(sock, tls);
 out:
 	/* No callback of the socket runs any more: the receive path is idle. */
 	trdma_qp_rx_stopped(qp);
@@ -527,7 +619,8 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 			 struct sockaddr_storage *src,
 			 struct sockaddr_storage *dst, int len, bool self,
 			 struct trdma_hello *hello, struct trdma_hello *reply,
-			 struct socket **sockp, const char **step)
+			 struct trdma_tls_hs *hs, struct socket **sockp,
+			 const char **step)
 {
 	struct msghdr msg = {};
 	struct socket *sock;
@@ -536,6 +629,9 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 
 	*sockp = NULL;
 	memset(reply, 0, sizeof(*reply));
+	memset(hs, 0, sizeof(*hs));
+	hs->active = true;
+	hs->self = self;
 	*step = "socket";
 	/* In the namespace of the device's netdev, as its listener. */
 	rv = sock_create_kern(qp->tdev->net, family, SOCK_STREAM, IPPROTO_TCP,
@@ -580,7 +676,12 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 			hello->sq_psn = cpu_to_be32(qp->attr.sq_psn);
 		}
 		mutex_unlock(&qp->state_mutex);
-		rv = trdma_send_all(sock, hello, sizeof(*hello));
+		/* An encrypted link: a fresh nonce of ours behind the hello. */
+		if (trdma_tls_on(qp->tdev)) {
+			hello->flags |= cpu_to_be16(TRDMA_HELLO_TLS);
+			get_random_bytes(hs->nonce_req, sizeof(hs->nonce_req));
+		}
+		rv = trdma_send_hello(sock, hello, hs->nonce_req);
 	}
 	if (!rv) {
 		*step = "reply";
@@ -590,6 +691,14 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 				    MSG_WAITALL);
 		rv = rv == sizeof(*reply) ? 0 : (rv < 0 ? rv : -ECONNRESET);
 	}
+	if (!rv && reply->type != TRDMA_HELLO_REJECT && trdma_hello_tls(reply)) {
+		/* The accepting side's nonce (our own, connected to ourself). */
+		iov.iov_base = hs->nonce_acc;
+		iov.iov_len = sizeof(hs->nonce_acc);
+		rv = kernel_recvmsg(sock, &msg, &iov, 1, iov.iov_len,
+				    MSG_WAITALL);
+		rv = rv == iov.iov_len ? 0 : (rv < 0 ? rv : -ECONNRESET);
+	}
 	if (!rv && (reply->magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
 		    reply->type != (self ? TRDMA_HELLO_REQ :
 					   TRDMA_HELLO_ACCEPT) ||
@@ -597,6 +706,13 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 		    trdma_hello_uc(reply) != trdma_qp_is_uc(qp)))
 		rv = reply->type == TRDMA_HELLO_REJECT ? -ECONNREFUSED :
 							 -EPROTO;
+	if (!rv && trdma_hello_tls(reply) != trdma_hello_tls(hello)) {
+		/* The accepting side refuses that; one that does not is wrong. */
+		trdma_count(qp->tdev, TRDMA_CNT_REFUSED_TLS, 1);
+		*step = "tls";
+		rv = -EPROTO;
+	}
+	hs->on = !rv && trdma_hello_tls(hello);
 	if (rv) {
 		mutex_lock(&qp->state_mutex);
 		qp->connecting = NULL;
@@ -659,6 +775,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 	struct sockaddr_storage src = {}, dst = {};
 	struct trdma_hello hello, reply;
 	bool self = trdma_cm_is_self(qp);
+	struct trdma_tls_hs hs;
 	const char *step = "";
 	int family, len, attempt, rv;
 	struct socket *sock;
@@ -699,7 +816,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 	 */
 	for (attempt = 0;; attempt++) {
 		rv = trdma_cm_dial(qp, family, &src, &dst, len, self, &hello,
-				   &reply, &sock, &step);
+				   &reply, &hs, &sock, &step);
 		if (!rv || rv == -ECANCELED || !self ||
 		    attempt + 1 >= TRDMA_SELF_ATTEMPTS)
 			break;
@@ -716,7 +833,7 @@ void trdma_cm_connect_work(struct work_struct *work)
 	mutex_lock(&qp->state_mutex);
 	qp->connecting = NULL;
 	if (trdma_state_connected(qp->state)) {
-		trdma_cm_attach(qp, sock, &reply);
+		trdma_cm_attach(qp, sock, &reply, &hs);
 		sock = NULL;
 	} else {
 		rv = -ECANCELED;
@@ -884,6 +1001,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	const struct trdma_hello *h = &p->hello;
 	u32 qpn = be32_to_cpu(h->dst_qpn);
 	struct sockaddr_storage peer = {};
+	struct trdma_tls_hs hs = {};
 	struct trdma_hello reply;
 	struct trdma_dev *tdev;
 	struct trdma_qp *qp = NULL;
@@ -915,6 +1033,16 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	if (!trdma_key_may_bind(tdev, p->sock->sk)) {
 		trdma_count(tdev, TRDMA_CNT_REFUSED_UNKEYED, 1);
 		why = "the device is keyed, the connection is not";
+		rv = -EACCES;
+		trdma_qp_put(qp);
+		goto refused;
+	}
+	/* Encrypted links bind only to encrypted links, and clear to clear. */
+	if (trdma_hello_tls(h) != trdma_tls_on(tdev)) {
+		trdma_count(tdev, TRDMA_CNT_REFUSED_TLS, 1);
+		why = trdma_hello_tls(h) ?
+		      "it asks for TLS, the device does not encrypt" :
+		      "the device encrypts (tls), the connection does not";
 		rv = -EACCES;
 		trdma_qp_put(qp);
 		goto refused;
@@ -955,7 +1083,13 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	} else {
 		trdma_hello_init(&reply, qp, TRDMA_HELLO_ACCEPT);
 		reply.start_msn = cpu_to_be32(qp->attr.rq_psn);
-		rv = trdma_send_all(p->sock, &reply, sizeof(reply));
+		hs.on = trdma_hello_tls(h);
+		if (hs.on) {
+			reply.flags |= cpu_to_be16(TRDMA_HELLO_TLS);
+			memcpy(hs.nonce_req, p->nonce, sizeof(hs.nonce_req));
+			get_random_bytes(hs.nonce_acc, sizeof(hs.nonce_acc));
+		}
+		rv = trdma_send_hello(p->sock, &reply, hs.nonce_acc);
 		if (!rv) {
 			struct sock *sk = p->sock->sk;
 
@@ -963,7 +1097,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 			sk->sk_data_ready = p->saved_data_ready;
 			write_unlock_bh(&sk->sk_callback_lock);
 			list_del(&p->list);
-			trdma_cm_attach(qp, p->sock, h);
+			trdma_cm_attach(qp, p->sock, h, &hs);
 			kfree(p);
 		}
 	}
@@ -986,6 +1120,16 @@ out:
 	return rv;
 }
 
+/*
+ * The bytes of the hello to read: the hello, then its nonce if it has the
+ * flag (a fixed length, whatever the peer sends).
+ */
+static u32 trdma_pending_want(const struct trdma_pending *p)
+{
+	return p->got < sizeof(p->hello) ? sizeof(p->hello) :
+					   trdma_hello_len(&p->hello);
+}
+
 static void trdma_pending_scan(struct work_struct *work)
 {
 	struct trdma_pending *p, *next;
@@ -995,10 +1139,14 @@ static void trdma_pending_scan(struct work_struct *work)
 	list_for_each_entry_safe(p, next, &trdma_pending_list, list) {
 		int rv;
 
-		while (p->got < sizeof(p->hello)) {
+		while (p->got < trdma_pending_want(p)) {
+			bool in_hello = p->got < sizeof(p->hello);
 			struct kvec iov = {
-				.iov_base = (u8 *)&p->hello + p->got,
-				.iov_len = sizeof(p->hello) - p->got,
+				.iov_base = in_hello ?
+					    (u8 *)&p->hello + p->got :
+					    p->nonce + p->got -
+					    sizeof(p->hello),
+				.iov_len = trdma_pending_want(p) - p->got,
 			};
 			struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
 
@@ -1008,13 +1156,13 @@ static void trdma_pending_scan(struct work_struct *work)
 				break;
 			p->got += rv;
 		}
-		if (p->got < sizeof(p->hello) &&
+		if (p->got < trdma_pending_want(p) &&
 		    (rv == 0 || (rv < 0 && rv != -EAGAIN))) {
 			trdma_pending_close(p);	/* closed before its hello */
 			continue;
 		}
-		rv = p->got == sizeof(p->hello) ? trdma_pending_bind(p) :
-						  -EAGAIN;
+		rv = p->got == trdma_pending_want(p) ? trdma_pending_bind(p) :
+						       -EAGAIN;
 		if (!rv)
 			continue;
 		if (rv != -EAGAIN) {
@@ -1028,7 +1176,7 @@ static void trdma_pending_scan(struct work_struct *work)
 		} else if (time_after(jiffies, p->deadline)) {
 			pr_info_ratelimited("trdma: connection to QP %u: %s in %u s, refused\n",
 					    be32_to_cpu(p->hello.dst_qpn),
-					    p->got < sizeof(p->hello) ?
+					    p->got < trdma_pending_want(p) ?
 					    "no hello" : "QP not ready",
 					    trdma_accept_timeout);
 			trdma_pending_reject(p, -ETIMEDOUT);

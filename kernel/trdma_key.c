@@ -56,8 +56,11 @@ struct trdma_key_peer {
 static DEFINE_MUTEX(trdma_key_lock);		/* see above */
 static LIST_HEAD(trdma_key_peers);		/* under trdma_key_lock */
 
-/* Copies the device's key to key; its length, 0 when it has none. */
-static u8 trdma_key_read(struct trdma_dev *tdev, u8 *key)
+/*
+ * Copies the device's key to key (TCP_MD5SIG_MAXKEYLEN bytes); its length,
+ * 0 when it has none.  Encrypted links derive theirs from it.
+ */
+u8 trdma_key_read(struct trdma_dev *tdev, u8 *key)
 {
 	u8 len;
 
@@ -68,9 +71,32 @@ static u8 trdma_key_read(struct trdma_dev *tdev, u8 *key)
 	return len;
 }
 
-bool trdma_key_on(struct trdma_dev *tdev)
+/* The key the device signs with: none while its links are encrypted. */
+static u8 trdma_key_md5(struct trdma_dev *tdev, u8 *key)
+{
+	u8 len;
+
+	spin_lock(&tdev->knob_lock);
+	len = tdev->tls ? 0 : tdev->md5_keylen;
+	memcpy(key, tdev->md5_key, len);
+	spin_unlock(&tdev->knob_lock);
+	return len;
+}
+
+/* Whether the device has a key (sysfs tcp_md5). */
+bool trdma_key_present(struct trdma_dev *tdev)
 {
 	return READ_ONCE(tdev->md5_keylen) != 0;
+}
+
+/*
+ * Whether the device signs its connections: it has a key and does not
+ * encrypt (an encrypted link authenticates every byte itself, and TCP-MD5
+ * under it would cost a signature per segment for nothing).
+ */
+bool trdma_key_on(struct trdma_dev *tdev)
+{
+	return READ_ONCE(tdev->md5_keylen) != 0 && !READ_ONCE(tdev->tls);
 }
 
 /*
@@ -112,7 +138,7 @@ int trdma_key_dial(struct trdma_dev *tdev, struct socket *sock,
 		   const struct in6_addr *dst)
 {
 	u8 key[TCP_MD5SIG_MAXKEYLEN];
-	u8 len = trdma_key_read(tdev, key);
+	u8 len = trdma_key_md5(tdev, key);
 	int rv = 0;
 
 	if (len)
@@ -150,7 +176,7 @@ static int trdma_key_peer_install(struct trdma_key_peer *kp,
 				  struct trdma_dev *tdev)
 {
 	u8 key[TCP_MD5SIG_MAXKEYLEN];
-	u8 len = trdma_key_read(tdev, key);
+	u8 len = trdma_key_md5(tdev, key);
 	int rv = 0;
 
 	if (!len) {
@@ -254,6 +280,9 @@ int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len)
 	memzero_explicit(tdev->md5_key, sizeof(tdev->md5_key));
 	memcpy(tdev->md5_key, key, len);
 	WRITE_ONCE(tdev->md5_keylen, len);
+	/* No key, nothing to encrypt with: encrypted links are off. */
+	if (!len)
+		WRITE_ONCE(tdev->tls, false);
 	spin_unlock(&tdev->knob_lock);
 	list_for_each_entry(kp, &trdma_key_peers, list)
 		if (kp->tdev == tdev)

@@ -351,9 +351,33 @@ static DEVICE_ATTR_WO(tcp_md5_key);
 static ssize_t tcp_md5_show(struct device *device,
 			    struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%d\n", trdma_key_on(trdma_attr_dev(device)));
+	return sysfs_emit(buf, "%d\n",
+			  trdma_key_present(trdma_attr_dev(device)));
 }
 static DEVICE_ATTR_RO(tcp_md5);
+
+/*
+ * Encrypted links (trdma_tls.c): 1 or 0.  Writing 1 needs the link key
+ * (tcp_md5_key) first: ENOKEY without it.  Applies to connections set up
+ * from then on.
+ */
+static ssize_t tls_show(struct device *device, struct device_attribute *attr,
+			char *buf)
+{
+	return sysfs_emit(buf, "%d\n", trdma_tls_on(trdma_attr_dev(device)));
+}
+
+static ssize_t tls_store(struct device *device, struct device_attribute *attr,
+			 const char *buf, size_t count)
+{
+	bool on;
+	int rv = kstrtobool(buf, &on);
+
+	if (!rv)
+		rv = trdma_tls_set(trdma_attr_dev(device), on);
+	return rv ?: count;
+}
+static DEVICE_ATTR_RW(tls);
 
 static struct attribute *trdma_dev_attributes[] = {
 	&dev_attr_hca_type.attr,
@@ -364,6 +388,7 @@ static struct attribute *trdma_dev_attributes[] = {
 	&dev_attr_tcp_nodelay.attr,
 	&dev_attr_tcp_md5_key.attr,
 	&dev_attr_tcp_md5.attr,
+	&dev_attr_tls.attr,
 	NULL,
 };
 

@@ -1017,7 +1017,8 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 	enum trdma_rx_err e = TRDMA_RX_OK;
 	size_t done = 0;
 
-	if (offset == 0)
+	/* An encrypted link's skb is ours (trdma_rx_feed()): no TCP option. */
+	if (offset == 0 && !qp->tls)
 		trdma_rx_opt_skb(qp, skb);
 	while (done < len && !rx->dead) {
 		u32 n;
@@ -1108,17 +1109,45 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
  * Takes in what the socket holds.  From sk_data_ready, the peer's FIN
  * (softirq, socket spinlock held), or process context under lock_sock().
  */
+static void trdma_rx_answer(struct trdma_qp *qp, struct sock *sk);
+
 void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 {
 	read_descriptor_t rd = { .arg.data = qp, .count = 1 };
-	unsigned long flags;
-	bool ack;
 
 	if (qp->rx.dead)
 		return;
+	/* kTLS decrypts for recvmsg only: its reader is a work item. */
+	if (qp->tls) {
+		trdma_tls_rx_kick(qp);
+		return;
+	}
 	qp->rx.acked_bytes = 0;
 	qp->rx.resp_queued = false;
 	tcp_read_sock(sk, &rd, trdma_rx_actor);
+	trdma_rx_answer(qp, sk);
+}
+
+/*
+ * An encrypted link's receive path (trdma_tls.c) hands over what it read
+ * and decrypted, in the skb it owns.  False when the stream is refused.
+ */
+bool trdma_rx_feed(struct trdma_qp *qp, struct sk_buff *skb)
+{
+	read_descriptor_t rd = { .arg.data = qp, .count = 1 };
+
+	qp->rx.acked_bytes = 0;
+	qp->rx.resp_queued = false;
+	trdma_rx_actor(&rd, skb, 0, skb->len);
+	trdma_rx_answer(qp, NULL);
+	return !qp->rx.dead;
+}
+
+/* Sends or schedules the ACK and responses the bytes just read owe. */
+static void trdma_rx_answer(struct trdma_qp *qp, struct sock *sk)
+{
+	unsigned long flags;
+	bool ack;
 
 	spin_lock_irqsave(&qp->lock, flags);
 	ack = qp->ack_pending;
@@ -1142,6 +1171,9 @@ void trdma_rx_data_ready(struct sock *sk)
 
 	read_lock_bh(&sk->sk_callback_lock);
 	qp = sk->sk_user_data;
+	/* kTLS's own first: it parses the records that came. */
+	if (qp && qp->tls)
+		qp->saved_data_ready(sk);
 	if (qp)
 		trdma_rx_drain(qp, sk);
 	read_unlock_bh(&sk->sk_callback_lock);

@@ -80,8 +80,11 @@ void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
 	o->head = 0;
 	o->tail = 0;
 	o->on = false;
-	/* A keyed connection's header is signed as TCP sent it. */
-	if (!trdma_tcpopt_enabled || trdma_key_sock_keyed(sk))
+	/*
+	 * A keyed connection's header is signed as TCP sent it; an encrypted
+	 * one's option would tell its message numbers in the clear.
+	 */
+	if (!trdma_tcpopt_enabled || trdma_key_sock_keyed(sk) || qp->tls)
 		return;
 	if (!o->recs) {
 		o->recs = kvcalloc(TRDMA_TXOPT_MIN_RECS, sizeof(*o->recs),

@@ -944,7 +944,8 @@ static void trdma_tx_disown(struct trdma_qp *qp)
  */
 static bool trdma_tx_own_from_rx(struct trdma_qp *qp, struct sock *sk)
 {
-	if (sock_owned_by_user(sk) ||
+	/* kTLS sends under the socket lock only: never from softirq. */
+	if (qp->tls || sock_owned_by_user(sk) ||
 	    test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
 		return false;
 	if (qp->sock && qp->sock->sk == sk && qp->seg.kind == TRDMA_SEG_NONE)

@@ -108,6 +108,9 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_MW_INV].name = "mw_invalidate",
 	[TRDMA_CNT_UC_RX_DROPPED].name = "uc_rx_dropped",
 	[TRDMA_CNT_FRAGS_RELEASED].name = "tx_frags_released",
+	[TRDMA_CNT_REFUSED_TLS].name = "refused_tls",
+	[TRDMA_CNT_TLS_CONNECTIONS].name = "tls_connections",
+	[TRDMA_CNT_TLS_RX_ERRORS].name = "tls_rx_errors",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

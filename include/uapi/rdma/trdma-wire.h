@@ -33,6 +33,15 @@ enum trdma_hello_type {
  * only to a UC QP, an RC QP only to an RC QP.
  */
 #define TRDMA_HELLO_UC		0x0002
+/*
+ * The sender's device encrypts its links (kernel TLS, docs/security.md;
+ * REQ and ACCEPT): TRDMA_HELLO_NONCE_LEN fresh random bytes follow the
+ * hello, and from the byte after them each direction is a TLS 1.3 record
+ * stream with keys derived from the device key and both nonces.  A device
+ * that encrypts binds only to a peer that does, and the other way round.
+ */
+#define TRDMA_HELLO_TLS		0x0004
+#define TRDMA_HELLO_NONCE_LEN	32
 
 struct trdma_hello {
 	__be32 magic;

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * trdma: encrypted links (kernel TLS).
+ *
+ * A device with tls=1 (sysfs; it needs the link key of trdma_key.c) runs
+ * each RC/UC connection as a TLS 1.3 record stream, AES-128-GCM, through
+ * the kernel's TLS ULP (tls.ko).  There is no TLS handshake: both ends hold
+ * the device key, and the hellos carry a fresh 32-byte nonce from each side
+ * (TRDMA_HELLO_TLS, docs/wire.md).  The key schedule (trdma_kdf.h, HKDF
+ * with the crypto API's hmac(sha256)):
+ *
+ *   PRK = HKDF-Extract(salt = nonce_req || nonce_acc, IKM = device key)
+ *   each direction: HKDF-Expand(PRK, "trdma tls1 req>acc" or "... acc>req"
+ *                   || GID and QPN of both ends, 28) = key || salt || iv
+ *
+ * The ULP is installed right after the hellos, before either side sends a
+ * segment, on both sides alike (trdma_cm_attach()).  Transmit goes through
+ * the socket as on a clear link (pages by reference: kTLS encrypts from
+ * them into its record, no copy first).  Receive cannot use tcp_read_sock()
+ * under kTLS: tls_rx_work reads decrypted bytes with recvmsg into a buffer
+ * of its own, wrapped in an skb, and hands them to the receive path's
+ * parser (trdma_rx_feed()).  A record that fails authentication (EBADMSG:
+ * a byte changed on the wire) fails that QP, counted in tls_rx_errors.
+ *
+ * Locking: qp->tls and tls_rx_skb change under state_mutex while the QP has
+ * no socket; tls_rx_work is the only reader of the socket and of qp->rx
+ * while the link is encrypted, and is cancelled before the socket goes.
+ */
+#include <crypto/hash.h>
+#include <linux/kmod.h>
+#include <linux/net.h>
+#include <linux/skbuff.h>
+#include <linux/tls.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+
+#include "trdma.h"
+#include "trdma_kdf.h"
+
+/* Decrypted bytes read at a time: one TLS record's worth. */
+#define TRDMA_TLS_RX_BUF	(16 * 1024)
+/* Reads before the work lets others run (it queues itself again). */
+#define TRDMA_TLS_RX_BUDGET	64
+
+bool trdma_tls_on(struct trdma_dev *tdev)
+{
+	return READ_ONCE(tdev->tls);
+}
+
+/*
+ * Turns encrypted links on or off for connections set up from now on.  On
+ * needs the link key: -ENOKEY without one.  Process context.
+ */
+int trdma_tls_set(struct trdma_dev *tdev, bool on)
+{
+	int rv = 0;
+
+	/* tls.ko is a module in every kernel trdma supports. */
+	if (on)
+		request_module("tls");
+	spin_lock(&tdev->knob_lock);
+	if (on && !tdev->md5_keylen)
+		rv = -ENOKEY;
+	else
+		WRITE_ONCE(tdev->tls, on);
+	spin_unlock(&tdev->knob_lock);
+	return rv;
+}
+
+/* trdma_hmac_fn of the crypto API: ctx is an hmac(sha256) transform. */
+static int trdma_tls_hmac(void *ctx, const u8 *key, size_t keylen,
+			  const u8 *const *data, const size_t *len, int n,
+			  u8 *out)
+{
+	struct crypto_shash *tfm = ctx;
+	SHASH_DESC_ON_STACK(desc, tfm);
+	int i, rv;
+
+	rv = crypto_shash_setkey(tfm, key, keylen);
+	if (rv)
+		return rv;
+	desc->tfm = tfm;
+	rv = crypto_shash_init(desc);
+	for (i = 0; !rv && i < n; i++)
+		if (len[i])
+			rv = crypto_shash_update(desc, data[i], len[i]);
+	if (!rv)
+		rv = crypto_shash_final(desc, out);
+	shash_desc_zero(desc);
+	return rv;
+}
+
+/* The key material of both directions of the QP's connection. */
+static int trdma_tls_derive(struct trdma_qp *qp,
+			    const struct trdma_tls_hs *hs,
+			    struct trdma_kdf_dir *tx, struct trdma_kdf_dir *rx)
+{
+	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
+	struct trdma_kdf_dir to_acc, to_req;
+	struct trdma_kdf_ends e;
+	u8 key[TCP_MD5SIG_MAXKEYLEN];
+	struct crypto_shash *tfm;
+	u8 keylen;
+	int rv;
+
+	if (hs->active) {
+		memcpy(e.req_gid, grh->sgid_attr->gid.raw, 16);
+		e.req_qpn = qp->ibqp.qp_num;
+		memcpy(e.acc_gid, grh->dgid.raw, 16);
+		e.acc_qpn = qp->attr.dest_qp_num;
+	} else {
+		memcpy(e.req_gid, grh->dgid.raw, 16);
+		e.req_qpn = qp->attr.dest_qp_num;
+		memcpy(e.acc_gid, grh->sgid_attr->gid.raw, 16);
+		e.acc_qpn = qp->ibqp.qp_num;
+	}
+	keylen = trdma_key_read(qp->tdev, key);
+	if (!keylen)
+		return -ENOKEY;
+	tfm = crypto_alloc_shash("hmac(sha256)", 0, 0);
+	if (IS_ERR(tfm)) {
+		rv = PTR_ERR(tfm);
+		goto out;
+	}
+	rv = trdma_kdf_keys(trdma_tls_hmac, tfm, key, keylen, hs->nonce_req,
+			    hs->nonce_acc, &e, &to_acc, &to_req);
+	crypto_free_shash(tfm);
+	if (rv)
+		goto out;
+	/* A QP connected to itself reads back what it sends. */
+	*tx = hs->active ? to_acc : to_req;
+	*rx = hs->self ? *tx : hs->active ? to_req : to_acc;
+out:
+	memzero_explicit(key, sizeof(key));
+	memzero_explicit(&to_acc, sizeof(to_acc));
+	memzero_explicit(&to_req, sizeof(to_req));
+	return rv;
+}
+
+static int trdma_tls_setkey(struct socket *sock, int dir,
+			    const struct trdma_kdf_dir *k)
+{
+	struct tls12_crypto_info_aes_gcm_128 ci = {
+		.info.version = TLS_1_3_VERSION,
+		.info.cipher_type = TLS_CIPHER_AES_GCM_128,
+	};
+	int rv;
+
+	BUILD_BUG_ON(sizeof(ci.key) != sizeof(k->key) ||
+		     sizeof(ci.salt) != sizeof(k->salt) ||
+		     sizeof(ci.iv) != sizeof(k->iv));
+	memcpy(ci.key, k->key, sizeof(ci.key));
+	memcpy(ci.salt, k->salt, sizeof(ci.salt));
+	memcpy(ci.iv, k->iv, sizeof(ci.iv));
+	/* rec_seq 0: each direction's first record. */
+	rv = sock->ops->setsockopt(sock, SOL_TLS, dir, KERNEL_SOCKPTR(&ci),
+				   sizeof(ci));
+	memzero_explicit(&ci, sizeof(ci));
+	return rv;
+}
+
+/*
+ * Makes the QP's greeted connection an encrypted one: keys derived, the TLS
+ * ULP installed with them both ways, the receive buffer ready.  Before any
+ * segment goes either way, and before the socket's callbacks are the QP's
+ * (trdma_cm_attach()).  Under state_mutex; process context.
+ */
+int trdma_tls_start(struct trdma_qp *qp, struct socket *sock,
+		    const struct trdma_tls_hs *hs)
+{
+	char ulp[] = "tls";
+	struct trdma_kdf_dir tx, rx;
+	int rv;
+
+	lockdep_assert_held(&qp->state_mutex);
+	rv = trdma_tls_derive(qp, hs, &tx, &rx);
+	if (rv)
+		return rv;
+	rv = sock->ops->setsockopt(sock, SOL_TCP, TCP_ULP,
+				   KERNEL_SOCKPTR(ulp), strlen(ulp));
+	if (!rv)
+		rv = trdma_tls_setkey(sock, TLS_TX, &tx);
+	if (!rv)
+		rv = trdma_tls_setkey(sock, TLS_RX, &rx);
+	memzero_explicit(&tx, sizeof(tx));
+	memzero_explicit(&rx, sizeof(rx));
+	if (rv)
+		return rv;
+	qp->tls_rx_skb = alloc_skb(TRDMA_TLS_RX_BUF, GFP_KERNEL);
+	if (!qp->tls_rx_skb)
+		return -ENOMEM;
+	INIT_WORK(&qp->tls_rx_work, trdma_tls_rx_work);
+	qp->tls_fin = false;
+	qp->tls = true;
+	trdma_count(qp->tdev, TRDMA_CNT_TLS_CONNECTIONS, 1);
+	return 0;
+}
+
+/*
+ * The QP lets go of its encrypted connection: no callback of the socket
+ * reaches the QP any more (trdma_cm_detach_locked()); the receive work is
+ * waited for.  Under state_mutex.
+ */
+void trdma_tls_stop(struct trdma_qp *qp)
+{
+	lockdep_assert_held(&qp->state_mutex);
+	if (!qp->tls)
+		return;
+	cancel_work_sync(&qp->tls_rx_work);
+	consume_skb(qp->tls_rx_skb);
+	qp->tls_rx_skb = NULL;
+	qp->tls = false;
+}
+
+/* Bytes (or the peer's FIN) to read.  Any context. */
+void trdma_tls_rx_kick(struct trdma_qp *qp)
+{
+	queue_work(trdma_wq, &qp->tls_rx_work);
+}
+
+/*
+ * The receive path of an encrypted link: decrypted bytes, read in process
+ * context, handed to the parser as the clear path hands it skbs.
+ */
+void trdma_tls_rx_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(work, struct trdma_qp,
+					   tls_rx_work);
+	struct sk_buff *skb = qp->tls_rx_skb;
+	struct socket *sock;
+	unsigned long flags;
+	int i, rv = 0;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	sock = qp->sock;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	/* Not attached yet: trdma_cm_attach() kicks again once it is. */
+	if (!sock || !skb || qp->rx.dead || qp->tls_fin)
+		return;
+	for (i = 0; i < TRDMA_TLS_RX_BUDGET; i++) {
+		struct msghdr msg = {};
+		struct kvec iov;
+
+		__skb_trim(skb, 0);
+		iov.iov_base = skb->data;
+		iov.iov_len = min_t(u32, skb_tailroom(skb), TRDMA_TLS_RX_BUF);
+		rv = kernel_recvmsg(sock, &msg, &iov, 1, iov.iov_len,
+				    MSG_DONTWAIT);
+		if (rv <= 0)
+			break;
+		skb_put(skb, rv);
+		if (!trdma_rx_feed(qp, skb))
+			return;		/* the stream was refused */
+	}
+	if (rv > 0) {
+		trdma_tls_rx_kick(qp);
+		return;
+	}
+	if (rv == -EAGAIN)
+		return;
+	if (!rv) {
+		/* The peer's FIN, after everything it sent. */
+		qp->tls_fin = true;
+		trdma_tx_ack_forget_unasked(qp);
+		trdma_qp_peer_closed(qp);
+		return;
+	}
+	if (rv == -EBADMSG) {
+		trdma_count(qp->tdev, TRDMA_CNT_TLS_RX_ERRORS, 1);
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: a TLS record from QP %u failed authentication; QP to error\n",
+				       qp->ibqp.qp_num, qp->attr.dest_qp_num);
+	} else {
+		ibdev_dbg(qp->ibqp.device, "QP %u: TLS receive: %d\n",
+			  qp->ibqp.qp_num, rv);
+	}
+	qp->rx.dead = true;
+	trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+}
+
+/*
+ * A closing encrypted connection (trdma_cm.c): reads and drops what came.
+ * The last recvmsg's result: -EAGAIN when there is no more for now, 0 after
+ * the peer's FIN.  Process context.
+ */
+int trdma_tls_discard(struct socket *sock)
+{
+	struct page *page = alloc_page(GFP_KERNEL);
+	int rv, n = 0;
+
+	if (!page)
+		return -ENOMEM;
+	do {
+		struct msghdr msg = {};
+		struct kvec iov = {
+			.iov_base = page_address(page),
+			.iov_len = PAGE_SIZE,
+		};
+
+		rv = kernel_recvmsg(sock, &msg, &iov, 1, PAGE_SIZE,
+				    MSG_DONTWAIT);
+	} while (rv > 0 && ++n < 256);
+	__free_page(page);
+	return rv;
+}

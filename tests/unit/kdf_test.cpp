@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The key schedule of encrypted links (kernel/trdma_kdf.h) against RFC
+// 5869's HKDF-SHA256 test vectors (cases 1-3), with a small HMAC-SHA256 of
+// its own (FIPS 180-4, RFC 2104) in place of the kernel crypto API's; then
+// what the construction promises: two directions, two connections and two
+// nonces never share key material.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../kernel/trdma_kdf.h"
+
+namespace {
+
+struct Sha256 {
+	uint32_t h[8];
+	uint8_t buf[64];
+	uint64_t total = 0;
+	size_t n = 0;
+
+	static uint32_t Rotr(uint32_t x, int r) { return (x >> r) | (x << (32 - r)); }
+
+	Sha256()
+	{
+		static const uint32_t init[8] = {
+			0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+			0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+		memcpy(h, init, sizeof(h));
+	}
+
+	void Block(const uint8_t *p)
+	{
+		static const uint32_t k[64] = {
+			0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b,
+			0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
+			0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7,
+			0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
+			0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152,
+			0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+			0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+			0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+			0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+			0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
+			0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f,
+			0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+			0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+		uint32_t w[64], a[8];
+
+		for (int i = 0; i < 16; i++)
+			w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+			       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+		for (int i = 16; i < 64; i++) {
+			uint32_t s0 = Rotr(w[i - 15], 7) ^ Rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+			uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+			w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+		}
+		memcpy(a, h, sizeof(a));
+		for (int i = 0; i < 64; i++) {
+			uint32_t S1 = Rotr(a[4], 6) ^ Rotr(a[4], 11) ^ Rotr(a[4], 25);
+			uint32_t ch = (a[4] & a[5]) ^ (~a[4] & a[6]);
+			uint32_t t1 = a[7] + S1 + ch + k[i] + w[i];
+			uint32_t S0 = Rotr(a[0], 2) ^ Rotr(a[0], 13) ^ Rotr(a[0], 22);
+			uint32_t maj = (a[0] & a[1]) ^ (a[0] & a[2]) ^ (a[1] & a[2]);
+			uint32_t t2 = S0 + maj;
+			memmove(a + 1, a, 7 * sizeof(a[0]));
+			a[4] += t1;
+			a[0] = t1 + t2;
+		}
+		for (int i = 0; i < 8; i++)
+			h[i] += a[i];
+	}
+
+	void Update(const uint8_t *p, size_t len)
+	{
+		total += len;
+		while (len) {
+			size_t c = std::min(len, sizeof(buf) - n);
+			memcpy(buf + n, p, c);
+			n += c;
+			p += c;
+			len -= c;
+			if (n == sizeof(buf)) {
+				Block(buf);
+				n = 0;
+			}
+		}
+	}
+
+	void Final(uint8_t *out)
+	{
+		uint64_t bits = total * 8;
+		uint8_t pad = 0x80, zero = 0, len[8];
+
+		Update(&pad, 1);
+		while (n != 56)
+			Update(&zero, 1);
+		for (int i = 0; i < 8; i++)
+			len[i] = bits >> (56 - 8 * i);
+		Update(len, 8);
+		for (int i = 0; i < 8; i++)
+			for (int j = 0; j < 4; j++)
+				out[4 * i + j] = h[i] >> (24 - 8 * j);
+	}
+};
+
+int calls;
+
+int Hmac(void *, const uint8_t *key, size_t keylen, const uint8_t *const *data,
+	 const size_t *len, int n, uint8_t *out)
+{
+	uint8_t k[64] = {}, ipad[64], opad[64], inner[32];
+
+	calls++;
+	if (keylen > 64) {
+		Sha256 s;
+		s.Update(key, keylen);
+		s.Final(k);
+	} else {
+		memcpy(k, key, keylen);
+	}
+	for (int i = 0; i < 64; i++) {
+		ipad[i] = k[i] ^ 0x36;
+		opad[i] = k[i] ^ 0x5c;
+	}
+	Sha256 in;
+	in.Update(ipad, 64);
+	for (int i = 0; i < n; i++)
+		in.Update(data[i], len[i]);
+	in.Final(inner);
+	Sha256 o;
+	o.Update(opad, 64);
+	o.Update(inner, 32);
+	o.Final(out);
+	return 0;
+}
+
+std::vector<uint8_t> Hex(const std::string &s)
+{
+	std::vector<uint8_t> v;
+	for (size_t i = 0; i + 1 < s.size(); i += 2)
+		v.push_back(std::stoi(s.substr(i, 2), nullptr, 16));
+	return v;
+}
+
+std::vector<uint8_t> Range(uint8_t from, size_t n)
+{
+	std::vector<uint8_t> v(n);
+	for (size_t i = 0; i < n; i++)
+		v[i] = from + i;
+	return v;
+}
+
+void Rfc5869(const std::vector<uint8_t> &ikm, const std::vector<uint8_t> &salt,
+	     const std::vector<uint8_t> &info, const char *prk_hex,
+	     const char *okm_hex)
+{
+	std::vector<uint8_t> prk(32), want_okm = Hex(okm_hex);
+	std::vector<uint8_t> okm(want_okm.size());
+
+	ASSERT_EQ(trdma_hkdf_extract(Hmac, nullptr, salt.data(), salt.size(),
+				     ikm.data(), ikm.size(), prk.data()), 0);
+	EXPECT_EQ(prk, Hex(prk_hex));
+	ASSERT_EQ(trdma_hkdf_expand(Hmac, nullptr, prk.data(), info.data(),
+				    info.size(), okm.data(), okm.size()), 0);
+	EXPECT_EQ(okm, want_okm);
+}
+
+}  // namespace
+
+TEST(Kdf, Sha256OfAbc)
+{
+	uint8_t out[32];
+	Sha256 s;
+	s.Update((const uint8_t *)"abc", 3);
+	s.Final(out);
+	EXPECT_EQ(std::vector<uint8_t>(out, out + 32),
+		  Hex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+}
+
+TEST(Kdf, Rfc5869Case1)
+{
+	Rfc5869(std::vector<uint8_t>(22, 0x0b), Range(0x00, 13), Range(0xf0, 10),
+		"077709362c2e32df0ddc3f0dc47bba6390b6c73bb50f9c3122ec844ad7c2b3e5",
+		"3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf"
+		"34007208d5b887185865");
+}
+
+TEST(Kdf, Rfc5869Case2)
+{
+	Rfc5869(Range(0x00, 80), Range(0x60, 80), Range(0xb0, 80),
+		"06a6b88c5853361a06104c9ceb35b45cef760014904671014a193f40c15fc244",
+		"b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c"
+		"59045a99cac7827271cb41c65e590e09da3275600c2f09b8367793a9aca3db71"
+		"cc30c58179ec3e87c14c01d5c1f3434f1d87");
+}
+
+TEST(Kdf, Rfc5869Case3)
+{
+	Rfc5869(std::vector<uint8_t>(22, 0x0b), {}, {},
+		"19ef24a32c717b167f33a91d6f648bdf96596776afdb6377ac434c1c293ccb04",
+		"8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d"
+		"9d201395faa4b61a96c8");
+}
+
+TEST(Kdf, ExpandRefusesMoreThan255Blocks)
+{
+	uint8_t prk[32] = {}, out[1];
+	EXPECT_EQ(trdma_hkdf_expand(Hmac, nullptr, prk, nullptr, 0, out,
+				    255 * 32 + 1), -EINVAL);
+}
+
+namespace {
+
+struct Keys {
+	trdma_kdf_dir to_acc, to_req;
+};
+
+Keys Derive(const std::string &key, uint8_t nreq, uint8_t nacc, uint32_t req_qpn,
+	    uint32_t acc_qpn)
+{
+	uint8_t nonce_req[TRDMA_KDF_NONCE_LEN], nonce_acc[TRDMA_KDF_NONCE_LEN];
+	trdma_kdf_ends e = {};
+	Keys k;
+
+	memset(nonce_req, nreq, sizeof(nonce_req));
+	memset(nonce_acc, nacc, sizeof(nonce_acc));
+	memset(e.req_gid, 0x0a, sizeof(e.req_gid));
+	memset(e.acc_gid, 0x0b, sizeof(e.acc_gid));
+	e.req_qpn = req_qpn;
+	e.acc_qpn = acc_qpn;
+	EXPECT_EQ(trdma_kdf_keys(Hmac, nullptr, (const uint8_t *)key.data(),
+				 key.size(), nonce_req, nonce_acc, &e, &k.to_acc,
+				 &k.to_req), 0);
+	return k;
+}
+
+bool Same(const trdma_kdf_dir &a, const trdma_kdf_dir &b)
+{
+	return !memcmp(&a, &b, sizeof(a));
+}
+
+}  // namespace
+
+// The construction of docs/security.md, written out with the HKDF steps:
+// PRK from (nonce_req || nonce_acc, key), each direction's 28 bytes.
+TEST(Kdf, KeyScheduleIsTheDocumentedOne)
+{
+	Keys k = Derive("link key", 1, 2, 17, 18);
+	uint8_t salt[64], prk[32], info[TRDMA_KDF_INFO_MAX], okm[28];
+	trdma_kdf_ends e = {};
+
+	memset(salt, 1, 32);
+	memset(salt + 32, 2, 32);
+	ASSERT_EQ(trdma_hkdf_extract(Hmac, nullptr, salt, 64,
+				     (const uint8_t *)"link key", 8, prk), 0);
+	memset(e.req_gid, 0x0a, 16);
+	memset(e.acc_gid, 0x0b, 16);
+	e.req_qpn = 17;
+	e.acc_qpn = 18;
+	size_t n = trdma_kdf_info(info, 1, &e);
+	EXPECT_EQ(n, 18u + 16 + 4 + 16 + 4);
+	EXPECT_EQ(std::string((char *)info, 18), "trdma tls1 req>acc");
+	EXPECT_EQ(info[18 + 16 + 3], 17);	// QPN big-endian after the GID
+	ASSERT_EQ(trdma_hkdf_expand(Hmac, nullptr, prk, info, n, okm, 28), 0);
+	EXPECT_EQ(memcmp(okm, k.to_acc.key, 16), 0);
+	EXPECT_EQ(memcmp(okm + 16, k.to_acc.salt, 4), 0);
+	EXPECT_EQ(memcmp(okm + 20, k.to_acc.iv, 8), 0);
+	n = trdma_kdf_info(info, 0, &e);
+	EXPECT_EQ(std::string((char *)info, 18), "trdma tls1 acc>req");
+	ASSERT_EQ(trdma_hkdf_expand(Hmac, nullptr, prk, info, n, okm, 28), 0);
+	EXPECT_EQ(memcmp(okm, k.to_req.key, 16), 0);
+}
+
+TEST(Kdf, DirectionsConnectionsAndNoncesGetTheirOwnKeys)
+{
+	Keys base = Derive("link key", 1, 2, 17, 18);
+
+	EXPECT_FALSE(Same(base.to_acc, base.to_req));
+	// Same on both ends: a deterministic function of what both know.
+	EXPECT_TRUE(Same(base.to_acc, Derive("link key", 1, 2, 17, 18).to_acc));
+	EXPECT_FALSE(Same(base.to_acc, Derive("link key", 1, 3, 17, 18).to_acc));
+	EXPECT_FALSE(Same(base.to_acc, Derive("link key", 4, 2, 17, 18).to_acc));
+	// Swapped nonces are other nonces.
+	EXPECT_FALSE(Same(base.to_acc, Derive("link key", 2, 1, 17, 18).to_acc));
+	EXPECT_FALSE(Same(base.to_acc, Derive("link key", 1, 2, 19, 18).to_acc));
+	EXPECT_FALSE(Same(base.to_acc, Derive("link key", 1, 2, 17, 20).to_acc));
+	EXPECT_FALSE(Same(base.to_acc, Derive("link kez", 1, 2, 17, 18).to_acc));
+}
