@@ -310,7 +310,7 @@ struct trdma_mr {
 	 * range it failed to fault in is [bad_lo, bad_hi).
 	 */
 	struct ib_umem_odp *odp;
-	spinlock_t odp_lock;
+	spinlock_t odp_lock;	/* dma_list lookups, inv_*, want_*, bad_* */
 	unsigned long inv_lo, inv_hi;
 	unsigned long want_lo, want_hi;
 	unsigned long bad_lo, bad_hi;

@@ -349,9 +349,14 @@ static int trdma_odp_fault(struct trdma_mr *mr, u64 va, u64 len, bool write)
 		unsigned long n = min(end - uva, TRDMA_ODP_FAULT_AHEAD -
 				      (uva & (TRDMA_ODP_FAULT_AHEAD - 1)));
 
-		rv = ib_umem_odp_map_dma_and_lock(odp, uva, n,
-						  trdma_odp_access(mr, write),
-						  true);
+		int tries = 3;
+
+		/* -EBUSY: invalidations kept coming for hmm's timeout. */
+		do {
+			rv = ib_umem_odp_map_dma_and_lock(odp, uva, n,
+							  trdma_odp_access(mr, write),
+							  true);
+		} while (rv == -EBUSY && --tries);
 		if (rv < 0)
 			return rv;
 		mutex_unlock(&odp->umem_mutex);
@@ -377,10 +382,11 @@ static void trdma_odp_work(struct work_struct *work)
 		rv = trdma_odp_fault(mr, lo, hi - lo, true);
 		trdma_count(to_tdev(mr->ibmr.device), TRDMA_CNT_ODP_RX_FAULTS, 1);
 		spin_lock_irqsave(&mr->odp_lock, flags);
-		if (rv) {
+		/* Only memory that is not there fails the next try. */
+		if (rv == -EFAULT) {
 			mr->bad_lo = lo;
 			mr->bad_hi = hi;
-		} else if (mr->bad_hi > lo && mr->bad_lo < hi) {
+		} else if (!rv && mr->bad_hi > lo && mr->bad_lo < hi) {
 			mr->bad_lo = 0;
 			mr->bad_hi = 0;
 		}
