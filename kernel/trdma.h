@@ -113,6 +113,8 @@ enum trdma_counter {
 	TRDMA_CNT_REFUSED_TLS,
 	TRDMA_CNT_TLS_CONNECTIONS,
 	TRDMA_CNT_TLS_RX_ERRORS,
+	TRDMA_CNT_ODP_RX_FAULTS,
+	TRDMA_CNT_ODP_INVAL,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -310,6 +312,27 @@ struct trdma_mr {
 	struct trdma_mr *mw_mr;
 	u32 num_mw;
 	bool dying;
+	/*
+	 * On-demand paging (IB_ACCESS_ON_DEMAND; umem is then odp's).  A
+	 * page is present while odp->dma_list holds it (set and cleared
+	 * under odp->umem_mutex; with no DMA device the entry is the page's
+	 * kernel address and its access bits).  Readers in any context look
+	 * an entry up and take a reference on its page under odp_lock, and
+	 * never a page inside [inv_lo, inv_hi): the range an invalidation is
+	 * unmapping (trdma_odp_invalidate() sets it under odp_lock before,
+	 * and clears it after).  So a page is referenced before the
+	 * invalidation returns or not at all, and no reader uses a page the
+	 * process has given back after its last reference goes.  The
+	 * receive path cannot fault: it asks odp_work for [want_lo,
+	 * want_hi) (under odp_lock, the work holds an MR reference) and a
+	 * range it failed to fault in is [bad_lo, bad_hi).
+	 */
+	struct ib_umem_odp *odp;
+	spinlock_t odp_lock;	/* dma_list lookups, inv_*, want_*, bad_* */
+	unsigned long inv_lo, inv_hi;
+	unsigned long want_lo, want_hi;
+	unsigned long bad_lo, bad_hi;
+	struct work_struct odp_work;
 };
 
 /* A memory window: the ib_mw and its trdma_mr in mr_xa (see above). */
@@ -832,6 +855,13 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
 
 /* trdma_mem.c */
 struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off);
+struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
+			       u32 *pg_off);
+void trdma_mr_page_put(struct trdma_mr *mr, struct page *page);
+void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe);
+int trdma_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
+		    u32 flags, struct ib_sge *sg_list, u32 num_sge,
+		    struct uverbs_attr_bundle *attrs);
 enum ib_wc_status trdma_fr_reg(struct trdma_qp *qp, u32 key, int access);
 int trdma_fr_inv(struct trdma_qp *qp, u32 key, bool remote);
 struct trdma_mr *trdma_rkey_get(struct trdma_qp *qp, u32 key, u64 va,

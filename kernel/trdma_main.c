@@ -452,6 +452,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.dealloc_pd = trdma_dealloc_pd,
 	.dealloc_ucontext = trdma_dealloc_ucontext,
 	.dereg_mr = trdma_dereg_mr,
+	.advise_mr = trdma_advise_mr,
 	.disassociate_ucontext = trdma_disassociate_ucontext,
 	.destroy_ah = trdma_destroy_ah,
 	.destroy_cq = trdma_destroy_cq,

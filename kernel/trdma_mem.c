@@ -5,6 +5,7 @@
 #include <linux/mm.h>
 #include <linux/vmalloc.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_umem_odp.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "trdma.h"
@@ -227,6 +228,7 @@ static struct trdma_mr *trdma_mr_alloc(struct ib_pd *ibpd, u64 iova,
 	mr->ibmr.rkey = mr->ibmr.lkey;
 	mr->key = mr->ibmr.lkey;
 	spin_lock_init(&mr->fr_lock);
+	spin_lock_init(&mr->odp_lock);
 	mr->ibmr.iova = iova;
 	mr->ibmr.length = length;
 	return mr;
@@ -302,6 +304,337 @@ struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off)
 	return mr->pages[pos >> PAGE_SHIFT];
 }
 
+/*
+ * On-demand paging (struct trdma_mr says what is under which lock).  There
+ * is no DMA device: ib_umem_odp's dma_list entries are kernel addresses of
+ * the pages with the ODP_*_ALLOWED_BIT access bits.
+ */
+#ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
+
+/* Largest range one fault of the receive path asks for. */
+#define TRDMA_ODP_FAULT_AHEAD	(2UL << 20)
+
+static u64 trdma_odp_access(struct trdma_mr *mr, bool write)
+{
+	return ODP_READ_ALLOWED_BIT |
+	       (write || mr->odp->umem.writable ? ODP_WRITE_ALLOWED_BIT : 0);
+}
+
+/* The user address of MR address va (checked to be inside the MR). */
+static unsigned long trdma_odp_uva(struct trdma_mr *mr, u64 va)
+{
+	return mr->odp->umem.address + (va - mr->iova);
+}
+
+/*
+ * Faults [va, va + len) of mr in (process context): hmm_range_fault()
+ * through ib_umem_odp.  0 or -errno (-EFAULT where the process has no
+ * memory there).
+ */
+static int trdma_odp_fault(struct trdma_mr *mr, u64 va, u64 len, bool write)
+{
+	struct ib_umem_odp *odp = mr->odp;
+	unsigned long uva, end;
+	int rv;
+
+	if (write && !odp->umem.writable)
+		return -EACCES;
+	if (va < mr->iova || va - mr->iova >= mr->length)
+		return -EFAULT;
+	len = min(len, mr->length - (va - mr->iova));
+	uva = trdma_odp_uva(mr, va);
+	end = uva + len;
+	while (uva < end) {
+		/* Some pages at a time: umem_mutex is held while they map. */
+		unsigned long n = min(end - uva, TRDMA_ODP_FAULT_AHEAD -
+				      (uva & (TRDMA_ODP_FAULT_AHEAD - 1)));
+
+		int tries = 3;
+
+		/* -EBUSY: invalidations kept coming for hmm's timeout. */
+		do {
+			rv = ib_umem_odp_map_dma_and_lock(odp, uva, n,
+							  trdma_odp_access(mr, write),
+							  true);
+		} while (rv == -EBUSY && --tries);
+		if (rv < 0)
+			return rv;
+		mutex_unlock(&odp->umem_mutex);
+		uva += n;
+	}
+	return 0;
+}
+
+/* The receive path's faults, from the workqueue; holds an MR reference. */
+static void trdma_odp_work(struct work_struct *work)
+{
+	struct trdma_mr *mr = container_of(work, struct trdma_mr, odp_work);
+	unsigned long lo, hi, flags;
+	int rv;
+
+	spin_lock_irqsave(&mr->odp_lock, flags);
+	lo = mr->want_lo;
+	hi = mr->want_hi;
+	mr->want_lo = 0;
+	mr->want_hi = 0;
+	spin_unlock_irqrestore(&mr->odp_lock, flags);
+	if (hi > lo) {
+		rv = trdma_odp_fault(mr, lo, hi - lo, true);
+		trdma_count(to_tdev(mr->ibmr.device), TRDMA_CNT_ODP_RX_FAULTS, 1);
+		spin_lock_irqsave(&mr->odp_lock, flags);
+		/* Only memory that is not there fails the next try. */
+		if (rv == -EFAULT) {
+			mr->bad_lo = lo;
+			mr->bad_hi = hi;
+		} else if (!rv && mr->bad_hi > lo && mr->bad_lo < hi) {
+			mr->bad_lo = 0;
+			mr->bad_hi = 0;
+		}
+		spin_unlock_irqrestore(&mr->odp_lock, flags);
+	}
+	trdma_mr_put(mr);
+}
+
+/*
+ * The receive path found the page at va missing: asks the work for it and
+ * some pages ahead.  -EAGAIN: try again later (RNR); -EFAULT when the last
+ * fault of that range failed (the memory is gone: an access error, once).
+ * Under odp_lock.
+ */
+static int trdma_odp_want(struct trdma_mr *mr, u64 va)
+{
+	u64 end = mr->iova + mr->length;
+	u64 hi = va + min_t(u64, end - va, TRDMA_ODP_FAULT_AHEAD);
+
+	lockdep_assert_held(&mr->odp_lock);
+	if (va >= mr->bad_lo && va < mr->bad_hi) {
+		mr->bad_lo = 0;
+		mr->bad_hi = 0;
+		return -EFAULT;
+	}
+	if (mr->want_hi > mr->want_lo) {
+		mr->want_lo = min_t(u64, mr->want_lo, va);
+		mr->want_hi = max_t(u64, mr->want_hi, hi);
+	} else {
+		mr->want_lo = va;
+		mr->want_hi = hi;
+	}
+	/* The caller's reference keeps it above zero. */
+	refcount_inc(&mr->ref);
+	if (!queue_work(trdma_wq, &mr->odp_work))
+		refcount_dec(&mr->ref);
+	return -EAGAIN;
+}
+
+/* The present page holding va, referenced, or NULL. */
+static struct page *trdma_odp_page(struct trdma_mr *mr, u64 va, bool write,
+				   u32 *pg_off, int *why)
+{
+	struct ib_umem_odp *odp = mr->odp;
+	unsigned long uva = trdma_odp_uva(mr, va), flags;
+	size_t idx = (uva - ib_umem_start(odp)) >> odp->page_shift;
+	struct page *page = NULL;
+	dma_addr_t dma;
+
+	*pg_off = offset_in_page(uva);
+	spin_lock_irqsave(&mr->odp_lock, flags);
+	dma = READ_ONCE(odp->dma_list[idx]);
+	if ((dma & (write ? ODP_WRITE_ALLOWED_BIT : ODP_READ_ALLOWED_BIT)) &&
+	    !(uva >= mr->inv_lo && uva < mr->inv_hi)) {
+		page = virt_to_page((void *)(uintptr_t)(dma & ODP_DMA_ADDR_MASK));
+		get_page(page);
+	} else if (why) {
+		*why = trdma_odp_want(mr, va);
+	}
+	spin_unlock_irqrestore(&mr->odp_lock, flags);
+	return page;
+}
+
+static bool trdma_odp_invalidate(struct mmu_interval_notifier *mni,
+				 const struct mmu_notifier_range *range,
+				 unsigned long cur_seq)
+{
+	struct ib_umem_odp *odp = container_of(mni, struct ib_umem_odp,
+					       notifier);
+	struct trdma_mr *mr = odp->private;
+	unsigned long lo, hi, flags;
+
+	if (!mmu_notifier_range_blockable(range))
+		return false;
+	mutex_lock(&odp->umem_mutex);
+	mmu_interval_set_seq(mni, cur_seq);
+	lo = max(range->start, ib_umem_start(odp));
+	hi = min(range->end, ib_umem_end(odp));
+	if (mr) {
+		spin_lock_irqsave(&mr->odp_lock, flags);
+		mr->inv_lo = lo;
+		mr->inv_hi = hi;
+		spin_unlock_irqrestore(&mr->odp_lock, flags);
+	}
+	ib_umem_odp_unmap_dma_pages(odp, lo, hi);
+	if (mr) {
+		spin_lock_irqsave(&mr->odp_lock, flags);
+		mr->inv_lo = 0;
+		mr->inv_hi = 0;
+		spin_unlock_irqrestore(&mr->odp_lock, flags);
+		trdma_count(to_tdev(mr->ibmr.device), TRDMA_CNT_ODP_INVAL, 1);
+	}
+	mutex_unlock(&odp->umem_mutex);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops trdma_odp_ops = {
+	.invalidate = trdma_odp_invalidate,
+};
+
+static int trdma_odp_init(struct trdma_mr *mr, struct ib_device *ibdev,
+			  u64 start, u64 length, int access)
+{
+	struct ib_umem_odp *odp;
+
+	/* Implicit ODP (the whole address space) is not offered. */
+	if (!start && length == U64_MAX)
+		return -EOPNOTSUPP;
+	if (access & IB_ACCESS_HUGETLB)
+		return -EOPNOTSUPP;
+	odp = ib_umem_odp_get(ibdev, start, length, access, &trdma_odp_ops);
+	if (IS_ERR(odp))
+		return PTR_ERR(odp);
+	INIT_WORK(&mr->odp_work, trdma_odp_work);
+	mutex_lock(&odp->umem_mutex);
+	odp->private = mr;
+	mutex_unlock(&odp->umem_mutex);
+	mr->odp = odp;
+	mr->umem = &odp->umem;
+	return 0;
+}
+
+#else
+
+static struct page *trdma_odp_page(struct trdma_mr *mr, u64 va, bool write,
+				   u32 *pg_off, int *why)
+{
+	return NULL;
+}
+
+static int trdma_odp_fault(struct trdma_mr *mr, u64 va, u64 len, bool write)
+{
+	return -EOPNOTSUPP;
+}
+
+static int trdma_odp_init(struct trdma_mr *mr, struct ib_device *ibdev,
+			  u64 start, u64 length, int access)
+{
+	return -EOPNOTSUPP;
+}
+
+#endif /* CONFIG_INFINIBAND_ON_DEMAND_PAGING */
+
+/*
+ * The page of mr holding va (checked to be inside it) for an access that
+ * writes it or not, and va's offset in it.  For an ODP MR the page is
+ * referenced (drop it with trdma_mr_page_put()) and may have to be faulted
+ * in: from process context here, else (the receive path, softirq) by
+ * odp_work, and then ERR_PTR(-EAGAIN) says to try again later.
+ * ERR_PTR(-EFAULT): the memory is not there.
+ */
+struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
+			       u32 *pg_off)
+{
+	struct page *page;
+	int i, why = -EAGAIN;
+
+	if (!mr->odp)
+		return trdma_mr_page(mr, va, pg_off);
+	for (i = 0; i < 3; i++) {
+		bool sync = preemptible();
+
+		page = trdma_odp_page(mr, va, write, pg_off,
+				      sync ? NULL : &why);
+		if (page)
+			return page;
+		if (!sync)
+			return ERR_PTR(why);
+		if (trdma_odp_fault(mr, va, PAGE_SIZE - offset_in_page(va),
+				    write))
+			break;
+	}
+	return ERR_PTR(-EFAULT);
+}
+
+void trdma_mr_page_put(struct trdma_mr *mr, struct page *page)
+{
+	if (mr->odp)
+		put_page(page);
+}
+
+/*
+ * Faults in the local buffers a READ or atomic response will be placed
+ * into, where they are in ODP MRs: the receive path cannot fault them in
+ * when the response comes.  Process context, when the request goes.
+ */
+void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe)
+{
+	u32 i;
+
+	if (sqe->opcode != IB_UVERBS_WR_RDMA_READ &&
+	    sqe->opcode != IB_UVERBS_WR_ATOMIC_CMP_AND_SWP &&
+	    sqe->opcode != IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD)
+		return;
+	for (i = 0; i < sqe->num_sge && i < TRDMA_MAX_SGE; i++) {
+		const struct trdma_sge *sge = &sqe->sge[i];
+		struct trdma_mr *mr;
+
+		if (!sge->length)
+			continue;
+		mr = trdma_mr_get(qp->tdev, sge->lkey);
+		if (!mr)
+			continue;
+		if (mr->odp && !trdma_mr_check(mr, to_tpd(qp->ibqp.pd),
+					       sge->addr, sge->length,
+					       IB_ACCESS_LOCAL_WRITE))
+			trdma_odp_fault(mr, sge->addr, sge->length, true);
+		trdma_mr_put(mr);
+	}
+}
+
+/*
+ * ibv_advise_mr(): PREFETCH and PREFETCH_WRITE fault the ranges of ODP
+ * MRs in now (with or without IB_UVERBS_ADVISE_MR_FLAG_FLUSH); for pinned
+ * MRs there is nothing to do.  PREFETCH_NO_FAULT is not offered.
+ */
+int trdma_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
+		    u32 flags, struct ib_sge *sg_list, u32 num_sge,
+		    struct uverbs_attr_bundle *attrs)
+{
+	bool write = advice == IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	struct trdma_dev *tdev = to_tdev(ibpd->device);
+	u32 i;
+	int rv = 0;
+
+	if (advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH &&
+	    advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE)
+		return -EOPNOTSUPP;
+	if (flags & ~IB_UVERBS_ADVISE_MR_FLAG_FLUSH)
+		return -EOPNOTSUPP;
+	for (i = 0; i < num_sge && !rv; i++) {
+		struct trdma_mr *mr = trdma_mr_get(tdev, sg_list[i].lkey);
+
+		if (!mr)
+			return -EINVAL;
+		rv = trdma_mr_check(mr, to_tpd(ibpd), sg_list[i].addr,
+				    sg_list[i].length,
+				    write ? IB_ACCESS_LOCAL_WRITE : 0);
+		if (rv)
+			rv = -EINVAL;
+		else if (mr->odp && sg_list[i].length)
+			rv = trdma_odp_fault(mr, sg_list[i].addr,
+					     sg_list[i].length, write);
+		trdma_mr_put(mr);
+	}
+	return rv;
+}
+
 struct ib_mr *trdma_get_dma_mr(struct ib_pd *ibpd, int access)
 {
 	struct trdma_mr *mr;
@@ -315,7 +648,8 @@ struct ib_mr *trdma_get_dma_mr(struct ib_pd *ibpd, int access)
 
 #define TRDMA_MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
 			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | \
-			 IB_ACCESS_MW_BIND | IB_ACCESS_RELAXED_ORDERING)
+			 IB_ACCESS_MW_BIND | IB_ACCESS_RELAXED_ORDERING | \
+			 IB_ACCESS_ON_DEMAND)
 
 /* Unknown optional access bits are hints that may be ignored. */
 static bool trdma_mr_access_known(int access)
@@ -333,6 +667,8 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 
 	if (!trdma_mr_access_known(access))
 		return ERR_PTR(-EOPNOTSUPP);
+	if ((access & IB_ACCESS_ON_DEMAND) && !start && length == U64_MAX)
+		return ERR_PTR(-EOPNOTSUPP);	/* implicit ODP */
 	if (!length || length > trdma_limits.max_mr_size)
 		return ERR_PTR(-EINVAL);
 	if (iova + length < iova)
@@ -342,6 +678,15 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (IS_ERR(mr))
 		return ERR_CAST(mr);
 
+	if (access & IB_ACCESS_ON_DEMAND) {
+		rv = trdma_odp_init(mr, ibpd->device, start, length, access);
+		if (rv) {
+			trdma_mr_free(tdev, mr);
+			return ERR_PTR(rv);
+		}
+		trdma_mr_publish(tdev, mr);
+		return &mr->ibmr;
+	}
 	umem = ib_umem_get(ibpd->device, start, length, access);
 	if (IS_ERR(umem)) {
 		trdma_mr_free(tdev, mr);
@@ -411,6 +756,7 @@ struct ib_mr *trdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	if (!(flags & IB_MR_REREG_TRANS) &&
 	    (flags & (IB_MR_REREG_PD | IB_MR_REREG_ACCESS)) !=
 	    (IB_MR_REREG_PD | IB_MR_REREG_ACCESS) &&
+	    !((access ^ old->access) & IB_ACCESS_ON_DEMAND) &&
 	    (old->umem->writable || !ib_access_writable(access))) {
 		rv = 0;
 		spin_lock_irqsave(&old->fr_lock, irqflags);

@@ -912,9 +912,13 @@ static int trdma_qp_check_attr(struct trdma_qp *qp, struct ib_qp_attr *attr,
 		return -EINVAL;
 	if (mask & IB_QP_PKEY_INDEX && attr->pkey_index >= TRDMA_PKEY_TBL_LEN)
 		return -EINVAL;
-	/* Only the remote rights mean anything; local write is tolerated. */
+	/*
+	 * Only the remote rights mean anything; local write and on-demand
+	 * paging (MR flags some applications pass here too) are tolerated.
+	 */
 	if (mask & IB_QP_ACCESS_FLAGS &&
 	    attr->qp_access_flags & ~(IB_ACCESS_LOCAL_WRITE |
+				      IB_ACCESS_ON_DEMAND |
 				      IB_ACCESS_REMOTE_WRITE |
 				      IB_ACCESS_REMOTE_READ |
 				      IB_ACCESS_REMOTE_ATOMIC))

@@ -37,43 +37,52 @@ static bool trdma_wqe_answered(u8 opcode)
 	       opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-/* Copies n bytes at skb offset off into [va, va + n) of mr. */
-static void trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
-			u32 off, u32 n)
+/*
+ * Copies n bytes at skb offset off into [va, va + n) of mr.  0, or for an
+ * ODP MR -EAGAIN (a page is being faulted in) or -EFAULT.
+ */
+static int trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
+		       u32 off, u32 n)
 {
 	while (n) {
 		u32 pg_off, chunk;
-		struct page *page = trdma_mr_page(mr, va, &pg_off);
+		struct page *page = trdma_mr_page_get(mr, va, true, &pg_off);
 		void *dst;
 
+		if (IS_ERR(page))
+			return PTR_ERR(page);
 		chunk = min_t(u32, n, PAGE_SIZE - pg_off);
 		dst = kmap_local_page(page);
 		skb_copy_bits(skb, off, dst + pg_off, chunk);
 		kunmap_local(dst);
 		flush_dcache_page(page);
+		trdma_mr_page_put(mr, page);
 		va += chunk;
 		off += chunk;
 		n -= chunk;
 	}
+	return 0;
 }
 
 /*
- * Places n bytes into a checked range of the MR a key names.  Returns 0 or
- * -EACCES when the key, its PD, its rights or the range do not allow it.
+ * Places n bytes into a checked range of the MR a key names.  Returns 0,
+ * -EACCES when the key, its PD, its rights or the range do not allow it,
+ * or -EAGAIN when an ODP page is being faulted in.
  */
 static int trdma_place_key(struct trdma_qp *qp, u32 key, u64 va, int access,
 			   struct sk_buff *skb, u32 off, u32 n)
 {
 	struct trdma_mr *mr;
+	int rv;
 
 	if (!n)
 		return 0;
 	mr = trdma_rkey_get(qp, key, va, n, access);
 	if (!mr)
 		return -EACCES;
-	trdma_place(mr, va, skb, off, n);
+	rv = trdma_place(mr, va, skb, off, n);
 	trdma_mr_put(mr);
-	return 0;
+	return rv == -EAGAIN ? rv : rv ? -EACCES : 0;
 }
 
 /* Copies len bytes from buf to [va, va + len) of the MR lkey names. */
@@ -89,12 +98,18 @@ static int trdma_place_buf(struct trdma_qp *qp, u32 lkey, u64 va,
 			    IB_ACCESS_LOCAL_WRITE);
 	while (!rv && len) {
 		u32 pg_off, n;
-		struct page *page = trdma_mr_page(mr, va, &pg_off);
-		void *dst = kmap_local_page(page);
+		struct page *page = trdma_mr_page_get(mr, va, true, &pg_off);
+		void *dst;
 
+		if (IS_ERR(page)) {
+			rv = PTR_ERR(page) == -EAGAIN ? -EAGAIN : -EACCES;
+			break;
+		}
+		dst = kmap_local_page(page);
 		n = min_t(u32, len, PAGE_SIZE - pg_off);
 		memcpy(dst + pg_off, buf, n);
 		kunmap_local(dst);
+		trdma_mr_page_put(mr, page);
 		buf += n;
 		va += n;
 		len -= n;
@@ -136,6 +151,7 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 	bool write = h->opcode == TRDMA_OP_ATOMIC_WRITE;
 	enum trdma_rx_err e;
 	struct trdma_mr *mr;
+	struct page *page;
 	u32 pg_off;
 	void *p, *t;
 
@@ -143,7 +159,12 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 					      IB_ACCESS_REMOTE_ATOMIC, &mr);
 	if (e)
 		return e;
-	p = kmap_local_page(trdma_mr_page(mr, h->va, &pg_off));
+	page = trdma_mr_page_get(mr, h->va, true, &pg_off);
+	if (IS_ERR(page)) {
+		trdma_mr_put(mr);
+		return PTR_ERR(page) == -EAGAIN ? TRDMA_RX_RNR : TRDMA_RX_ACCESS;
+	}
+	p = kmap_local_page(page);
 	t = p + pg_off;
 	if (write)
 		atomic64_set(t, *val);
@@ -152,6 +173,7 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 	else
 		*val = atomic64_fetch_add(h->swap_add, t);
 	kunmap_local(p);
+	trdma_mr_page_put(mr, page);
 	trdma_mr_put(mr);
 	return TRDMA_RX_OK;
 }
@@ -582,6 +604,7 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		 * one comes again: the requester sends them all again.
 		 */
 		if ((trdma_op_first(op) || op == TRDMA_OP_READ_REQUEST ||
+		     op == TRDMA_OP_COMPARE_SWAP || op == TRDMA_OP_FETCH_ADD ||
 		     op == TRDMA_OP_ATOMIC_WRITE) && msn == rx->rnr_msn) {
 			rx->rnr_wait = false;
 		} else {
@@ -771,6 +794,8 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 				      rx->req_placed, skb, off, n);
 		if (rv == -EMSGSIZE)
 			return TRDMA_RX_INVAL;
+		if (rv == -EAGAIN)
+			return TRDMA_RX_RNR;	/* ODP: sent again when faulted in */
 		/*
 		 * The receive WQE's own buffers refused it (an lkey not of
 		 * this PD, no local write, out of range): the responder's
@@ -784,6 +809,8 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 		rv = trdma_place_key(qp, rx->req_rkey,
 				     rx->req_va + rx->req_placed,
 				     IB_ACCESS_REMOTE_WRITE, skb, off, n);
+		if (rv == -EAGAIN)
+			return TRDMA_RX_RNR;	/* ODP: sent again when faulted in */
 		rx->req_placed += n;
 	} else if (op == TRDMA_OP_ATOMIC_WRITE) {
 		/* 8 bytes (trdma_wire_parse), maybe in pieces. */
@@ -1066,8 +1093,13 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 		} else {
 			n = min_t(size_t, rx->left, len - done);
 			e = trdma_rx_payload(qp, skb, offset + done, n);
-			if (trdma_rx_uc_drop(qp, e))
+			if (trdma_rx_uc_drop(qp, e)) {
 				e = TRDMA_RX_OK;
+			} else if (e == TRDMA_RX_RNR) {
+				/* An ODP page: the rest of it is dropped. */
+				trdma_rx_refuse(qp, e);
+				e = TRDMA_RX_OK;
+			}
 			if (e)
 				break;
 			rx->left -= n;

@@ -597,13 +597,19 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 		return -EACCES;
 	while (len) {
 		u32 pg_off, n;
-		struct page *page = trdma_mr_page(mr, va, &pg_off);
+		struct page *page = trdma_mr_page_get(mr, va, false, &pg_off);
 		void *src;
 
+		if (IS_ERR(page)) {
+			/* ODP: -EAGAIN from the receive path, to the worker. */
+			trdma_mr_put(mr);
+			return PTR_ERR(page) == -EAGAIN ? -EAGAIN : -EACCES;
+		}
 		n = min_t(u32, len, PAGE_SIZE - pg_off);
 		src = kmap_local_page(page);
 		memcpy(dst, src + pg_off, n);
 		kunmap_local(src);
+		trdma_mr_page_put(mr, page);
 		dst += n;
 		va += n;
 		len -= n;
@@ -680,7 +686,11 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 
 	if (!mr)
 		return -EACCES;
-	page = trdma_mr_page(mr, va, &pg_off);
+	page = trdma_mr_page_get(mr, va, false, &pg_off);
+	if (IS_ERR(page)) {
+		trdma_mr_put(mr);
+		return -EACCES;
+	}
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
 	flags = more || n < len ? MSG_MORE : 0;
 	if (copy) {
@@ -693,6 +703,7 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		rv = trdma_sendpage(sock, page, pg_off, n,
 				    MSG_DONTWAIT | MSG_NOSIGNAL | flags);
 	}
+	trdma_mr_page_put(mr, page);
 	trdma_mr_put(mr);
 	return rv;
 }
@@ -754,6 +765,8 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 	int rv;
 
 	if (!seg->opt_noted) {
+		if (!locked && seg->kind == TRDMA_SEG_WQE)
+			trdma_sqe_prefetch(qp, trdma_swq_slot(qp, seg->wqe));
 		if (seg->len && seg->len <= TRDMA_TX_COPY_MAX) {
 			rv = trdma_tx_gather(qp);
 			if (rv)

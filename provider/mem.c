@@ -77,6 +77,17 @@ struct ibv_mr *trdma_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 }
 
 /*
+ * ibv_advise_mr(): the kernel faults the ranges of on-demand paging MRs in
+ * (IBV_ADVISE_MR_ADVICE_PREFETCH and PREFETCH_WRITE; PREFETCH_NO_FAULT is
+ * refused with EOPNOTSUPP).  Returns 0 or an errno.
+ */
+int trdma_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		    uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	return ibv_cmd_advise_mr(pd, advice, flags, sg_list, num_sge);
+}
+
+/*
  * ibv_rereg_mr(): the kernel registers anew under new keys (the old keys
  * then fail) and ibv_cmd_rereg_mr() copies the keys, and the PD when it
  * changes, into the ibv_mr; libibverbs updates its address and length.

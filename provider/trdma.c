@@ -73,6 +73,7 @@ static int trdma_query_port(struct ibv_context *ibctx, uint8_t port,
 }
 
 static const struct verbs_context_ops trdma_ctx_ops = {
+	.advise_mr = trdma_advise_mr,
 	.alloc_mw = trdma_alloc_mw,
 	.alloc_pd = trdma_alloc_pd,
 	.bind_mw = trdma_bind_mw,

@@ -546,6 +546,14 @@ int ibv_cmd_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+/* trdma_advise_mr(): the kernel does the work; nothing to fake. */
+int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		      uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	(void)pd, (void)advice, (void)flags, (void)sg_list, (void)num_sge;
+	return 0;
+}
+
 /* trdma_alloc_mw(): a window of either type, rkey of a fresh index. */
 int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
 		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
