@@ -1111,7 +1111,6 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 {
 	read_descriptor_t rd = { .arg.data = qp, .count = 1 };
-	unsigned long flags;
 	bool ack;
 
 	if (qp->rx.dead)
@@ -1120,9 +1119,12 @@ void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 	qp->rx.resp_queued = false;
 	tcp_read_sock(sk, &rd, trdma_rx_actor);
 
-	spin_lock_irqsave(&qp->lock, flags);
-	ack = qp->ack_pending;
-	spin_unlock_irqrestore(&qp->lock, flags);
+	/*
+	 * A peek, not under qp->lock: only we set ack_pending (in the
+	 * actor, just now), and trdma_tx_ack_soon() looks again under the
+	 * lock, so one the transmitter sent meanwhile costs nothing.
+	 */
+	ack = READ_ONCE(qp->ack_pending);
 	/*
 	 * Where the socket is not owned its spinlock is ours, and the ACK
 	 * and small responses may go from here (the transmitter checks),
