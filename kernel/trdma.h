@@ -652,9 +652,11 @@ struct trdma_qp {
 	struct trdma_tx_seg seg;
 	struct trdma_txopt txopt;
 	/*
-	 * Responder work queued by the receive path; under lock.  ack_req:
-	 * the ACK owed was asked for (TRDMA_BTH_ACKREQ) or is a NAK; others
-	 * may wait to go with a later one (trdma_tx_ack_soon()).
+	 * Responder work queued by the receive path; under lock (the
+	 * receive path, which alone sets ack_pending, peeks at it without
+	 * the lock after a read: trdma_rx_drain()).  ack_req: the ACK owed
+	 * was asked for (TRDMA_BTH_ACKREQ) or is a NAK; others may wait to
+	 * go with a later one (trdma_tx_ack_soon()).
 	 */
 	bool ack_pending;
 	bool ack_req;

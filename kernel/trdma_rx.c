@@ -1178,12 +1178,14 @@ bool trdma_rx_feed(struct trdma_qp *qp, struct sk_buff *skb)
 /* Sends or schedules the ACK and responses the bytes just read owe. */
 static void trdma_rx_answer(struct trdma_qp *qp, struct sock *sk)
 {
-	unsigned long flags;
 	bool ack;
 
-	spin_lock_irqsave(&qp->lock, flags);
-	ack = qp->ack_pending;
-	spin_unlock_irqrestore(&qp->lock, flags);
+	/*
+	 * A peek, not under qp->lock: only we set ack_pending (in the
+	 * actor, just now), and trdma_tx_ack_soon() looks again under the
+	 * lock, so one the transmitter sent meanwhile costs nothing.
+	 */
+	ack = READ_ONCE(qp->ack_pending);
 	/*
 	 * Where the socket is not owned its spinlock is ours, and the ACK
 	 * and small responses may go from here (the transmitter checks),

@@ -16,6 +16,7 @@
  */
 #include <linux/highmem.h>
 #include <linux/net.h>
+#include <linux/sched/clock.h>
 #include <net/sock.h>
 
 #include "trdma.h"
@@ -40,6 +41,22 @@ MODULE_PARM_DESC(ack_coalesce_us,
 
 /* A sample of the turnaround is cut to this: long ones all mean "slow". */
 #define TRDMA_ACK_TURN_MAX_NS	(4 * NSEC_PER_MSEC)
+
+/*
+ * The clock of the ACK hold's turnaround samples, read twice per held
+ * ACK under qp->lock: local_clock(), the scheduler's (the TSC where there
+ * is one), not ktime_get_ns(), which reads the clocksource: where that
+ * is the HPET (a guest whose TSC the kernel marked unstable, the lab's
+ * among them) each read is a trap to the hypervisor of microseconds,
+ * spent with interrupts off and the QP's lock held.  Its readings on two
+ * CPUs may differ a little; a sample is a heuristic's input and is cut
+ * to [0, TRDMA_ACK_TURN_MAX_NS].  Never 0 after boot, which ack_owed_ns
+ * uses for "none".
+ */
+static u64 trdma_tx_clock(void)
+{
+	return local_clock() ?: 1;
+}
 
 /*
  * The receive path owes the peer an ACK.  One the requester did not ask
@@ -75,7 +92,7 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 	    !qp->close_after_nak &&
 	    !time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
 		if (!qp->ack_owed_ns)
-			qp->ack_owed_ns = ktime_get_ns();
+			qp->ack_owed_ns = trdma_tx_clock();
 		if (qp->ack_turn_ns <= max)
 			hold = min_t(u64, 2 * (u64)qp->ack_turn_ns, max);
 	}
@@ -97,12 +114,14 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
  */
 static void trdma_tx_ack_sample(struct trdma_qp *qp)
 {
+	s64 d;
 	u64 t;
 
 	if (!qp->ack_owed_ns)
 		return;
-	t = min_t(u64, ktime_get_ns() - qp->ack_owed_ns,
-		  TRDMA_ACK_TURN_MAX_NS);
+	/* local_clock() may run a little behind on another CPU. */
+	d = (s64)(trdma_tx_clock() - qp->ack_owed_ns);
+	t = min_t(u64, max_t(s64, d, 0), TRDMA_ACK_TURN_MAX_NS);
 	qp->ack_owed_ns = 0;
 	qp->ack_turn_ns = (3 * (u64)qp->ack_turn_ns + t) / 4;
 }
@@ -454,16 +473,15 @@ static void trdma_tx_ack_seg(struct trdma_qp *qp)
 
 /*
  * Picks the next segment to put on the wire into qp->seg.  Returns false
- * when there is nothing to send now.  By the transmitter.
+ * when there is nothing to send now.  By the transmitter, under qp->lock.
  */
-static bool trdma_tx_next_seg(struct trdma_qp *qp)
+static bool trdma_tx_next_seg_locked(struct trdma_qp *qp)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
 	u32 dqpn = qp->attr.dest_qp_num;
-	unsigned long flags;
 	bool first, ok = true;
 
-	spin_lock_irqsave(&qp->lock, flags);
+	lockdep_assert_held(&qp->lock);
 	/* In ERR only a last NAK still goes out. */
 	if (!trdma_state_connected(qp->state) &&
 	    !(qp->ack_pending && qp->close_after_nak)) {
@@ -536,6 +554,17 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 out:
 	if (!ok)
 		seg->kind = TRDMA_SEG_NONE;
+	return ok;
+}
+
+/* trdma_tx_next_seg_locked(), taking qp->lock.  By the transmitter. */
+static bool trdma_tx_next_seg(struct trdma_qp *qp)
+{
+	unsigned long flags;
+	bool ok;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	ok = trdma_tx_next_seg_locked(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	return ok;
 }
@@ -849,11 +878,17 @@ void trdma_tx_answered(struct trdma_qp *qp)
 	}
 }
 
-/* Bookkeeping once the current segment is entirely on the wire. */
-static void trdma_tx_seg_done(struct trdma_qp *qp)
+/*
+ * Bookkeeping once the current segment is entirely on the wire; with next,
+ * then picks the one after it under the same hold of qp->lock (one lock
+ * round trip per segment, not two), unless a NAK that closes the
+ * connection is owed or went.  True when next picked a segment.
+ */
+static bool trdma_tx_seg_done(struct trdma_qp *qp, bool next)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
 	unsigned long flags;
+	bool picked = false;
 
 	spin_lock_irqsave(&qp->lock, flags);
 	if (seg->kind == TRDMA_SEG_WQE)
@@ -878,20 +913,24 @@ static void trdma_tx_seg_done(struct trdma_qp *qp)
 			qp->rd_head++;
 	}
 	seg->kind = TRDMA_SEG_NONE;
+	if (next && !qp->close_after_nak)
+		picked = trdma_tx_next_seg_locked(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
+	return picked;
 }
 
 /*
- * The current segment is all queued in TCP: close its record, count it.
- * From the receive path the segment is flat (trdma_tx_push() in locked
- * mode sends nothing else), so no socket lock is taken there.
+ * The current segment is all queued in TCP: close its record, count it;
+ * with next, pick the next one (trdma_tx_seg_done()).  From the receive
+ * path the segment is flat (trdma_tx_push() in locked mode sends nothing
+ * else), so no socket lock is taken there.
  */
-static void trdma_tx_seg_sent(struct trdma_qp *qp)
+static bool trdma_tx_seg_sent(struct trdma_qp *qp, bool next)
 {
 	trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len,
 			trdma_seg_flat(&qp->seg));
 	trdma_tx_count(qp);
-	trdma_tx_seg_done(qp);
+	return trdma_tx_seg_done(qp, next);
 }
 
 /* Puts what there is to send on the wire.  Under tx_mutex, owning. */
@@ -910,7 +949,9 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			break;	/* write_space kicks us again */
 		if (rv)
 			break;
-		trdma_tx_seg_sent(qp);
+		/* Picks the next segment too, or finds there is none. */
+		if (!trdma_tx_seg_sent(qp, true) && !qp->close_after_nak)
+			break;
 		if (qp->close_after_nak && !qp->ack_pending) {
 			/* The NAK is out: now the connection goes. */
 			qp->close_after_nak = false;
@@ -986,7 +1027,7 @@ static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
 	sk->sk_allocation = gfp;
 	if (rv)
 		return false;
-	trdma_tx_seg_sent(qp);
+	trdma_tx_seg_sent(qp, false);
 	trdma_count(qp->tdev, TRDMA_CNT_TX_FROM_RX, 1);
 	trdma_frag_note(qp, sk);
 	return true;
