@@ -950,8 +950,10 @@ static int trdma_tx_run(struct trdma_qp *qp)
 		if (rv)
 			break;
 		/* Picks the next segment too, or finds there is none. */
-		if (!trdma_tx_seg_sent(qp, true) && !qp->close_after_nak)
+		if (!trdma_tx_seg_sent(qp, true) && !qp->close_after_nak) {
+			trdma_frag_note(qp, qp->sock->sk);
 			break;
+		}
 		if (qp->close_after_nak && !qp->ack_pending) {
 			/* The NAK is out: now the connection goes. */
 			qp->close_after_nak = false;
