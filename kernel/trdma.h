@@ -322,7 +322,14 @@ struct trdma_mr {
 	 * unmapping (trdma_odp_invalidate() sets it under odp_lock before,
 	 * and clears it after).  So a page is referenced before the
 	 * invalidation returns or not at all, and no reader uses a page the
-	 * process has given back after its last reference goes.  The
+	 * process has given back after its last reference goes.  A reader
+	 * that writes the page counts in odp_writers from the lookup to
+	 * trdma_mr_page_put(), and takes no page at all while an
+	 * invalidation is under way; the invalidation waits (odp_wq) until
+	 * odp_writers is 0 before it unmaps, so no write lands in a page
+	 * after the process gave it back (after a fork's copy-on-write, a
+	 * writeback or MADV_DONTNEED).  Readers that only read (transmit)
+	 * may still send what a page held when it was unmapped.  The
 	 * receive path cannot fault: it asks odp_work for [want_lo,
 	 * want_hi) (under odp_lock, the work holds an MR reference) and a
 	 * range it failed to fault in is [bad_lo, bad_hi).
@@ -330,6 +337,8 @@ struct trdma_mr {
 	struct ib_umem_odp *odp;
 	spinlock_t odp_lock;	/* dma_list lookups, inv_*, want_*, bad_* */
 	unsigned long inv_lo, inv_hi;
+	atomic_t odp_writers;
+	wait_queue_head_t odp_wq;
 	unsigned long want_lo, want_hi;
 	unsigned long bad_lo, bad_hi;
 	struct work_struct odp_work;
@@ -859,7 +868,7 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
 struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off);
 struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
 			       u32 *pg_off);
-void trdma_mr_page_put(struct trdma_mr *mr, struct page *page);
+void trdma_mr_page_put(struct trdma_mr *mr, struct page *page, bool write);
 void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe);
 int trdma_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
 		    u32 flags, struct ib_sge *sg_list, u32 num_sge,

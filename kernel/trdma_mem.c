@@ -229,6 +229,7 @@ static struct trdma_mr *trdma_mr_alloc(struct ib_pd *ibpd, u64 iova,
 	mr->key = mr->ibmr.lkey;
 	spin_lock_init(&mr->fr_lock);
 	spin_lock_init(&mr->odp_lock);
+	init_waitqueue_head(&mr->odp_wq);
 	mr->ibmr.iova = iova;
 	mr->ibmr.length = length;
 	return mr;
@@ -380,10 +381,24 @@ static void trdma_odp_work(struct work_struct *work)
 	spin_unlock_irqrestore(&mr->odp_lock, flags);
 	if (hi > lo) {
 		rv = trdma_odp_fault(mr, lo, hi - lo, true);
+		if (rv && rv != -EBUSY) {
+			/*
+			 * The pages ahead may hold a hole the request never
+			 * touches: only the first page, asked for, decides.
+			 */
+			hi = min_t(unsigned long, hi, lo + PAGE_SIZE -
+				   offset_in_page(trdma_odp_uva(mr, lo)));
+			rv = trdma_odp_fault(mr, lo, hi - lo, true);
+		}
 		trdma_count(to_tdev(mr->ibmr.device), TRDMA_CNT_ODP_RX_FAULTS, 1);
 		spin_lock_irqsave(&mr->odp_lock, flags);
-		/* Only memory that is not there fails the next try. */
-		if (rv == -EFAULT) {
+		/*
+		 * Memory that is not there, or not writable (-EACCES,
+		 * -EPERM), or an address space that is gone fails the next
+		 * try (an access error, not RNR NAKs for ever); only hmm
+		 * giving up on a busy range (-EBUSY) is tried again.
+		 */
+		if (rv && rv != -EBUSY) {
 			mr->bad_lo = lo;
 			mr->bad_hi = hi;
 		} else if (!rv && mr->bad_hi > lo && mr->bad_lo < hi) {
@@ -440,9 +455,12 @@ static struct page *trdma_odp_page(struct trdma_mr *mr, u64 va, bool write,
 	spin_lock_irqsave(&mr->odp_lock, flags);
 	dma = READ_ONCE(odp->dma_list[idx]);
 	if ((dma & (write ? ODP_WRITE_ALLOWED_BIT : ODP_READ_ALLOWED_BIT)) &&
-	    !(uva >= mr->inv_lo && uva < mr->inv_hi)) {
+	    !(uva >= mr->inv_lo && uva < mr->inv_hi) &&
+	    !(write && mr->inv_hi > mr->inv_lo)) {
 		page = virt_to_page((void *)(uintptr_t)(dma & ODP_DMA_ADDR_MASK));
 		get_page(page);
+		if (write)
+			atomic_inc(&mr->odp_writers);
 	} else if (why) {
 		*why = trdma_odp_want(mr, va);
 	}
@@ -470,6 +488,8 @@ static bool trdma_odp_invalidate(struct mmu_interval_notifier *mni,
 		mr->inv_lo = lo;
 		mr->inv_hi = hi;
 		spin_unlock_irqrestore(&mr->odp_lock, flags);
+		/* Writes into pages taken before are done (see trdma.h). */
+		wait_event(mr->odp_wq, !atomic_read(&mr->odp_writers));
 	}
 	ib_umem_odp_unmap_dma_pages(odp, lo, hi);
 	if (mr) {
@@ -562,10 +582,16 @@ struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
 	return ERR_PTR(-EFAULT);
 }
 
-void trdma_mr_page_put(struct trdma_mr *mr, struct page *page)
+/* Ends trdma_mr_page_get() of an access that wrote the page or not. */
+void trdma_mr_page_put(struct trdma_mr *mr, struct page *page, bool write)
 {
-	if (mr->odp)
-		put_page(page);
+	if (!mr->odp)
+		return;
+	put_page(page);
+	/* Full barrier: the write is done before an invalidation sees 0. */
+	if (write && atomic_dec_and_test(&mr->odp_writers) &&
+	    wq_has_sleeper(&mr->odp_wq))
+		wake_up(&mr->odp_wq);
 }
 
 /*

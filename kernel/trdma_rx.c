@@ -56,7 +56,7 @@ static int trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
 		skb_copy_bits(skb, off, dst + pg_off, chunk);
 		kunmap_local(dst);
 		flush_dcache_page(page);
-		trdma_mr_page_put(mr, page);
+		trdma_mr_page_put(mr, page, true);
 		va += chunk;
 		off += chunk;
 		n -= chunk;
@@ -109,7 +109,7 @@ static int trdma_place_buf(struct trdma_qp *qp, u32 lkey, u64 va,
 		n = min_t(u32, len, PAGE_SIZE - pg_off);
 		memcpy(dst + pg_off, buf, n);
 		kunmap_local(dst);
-		trdma_mr_page_put(mr, page);
+		trdma_mr_page_put(mr, page, true);
 		buf += n;
 		va += n;
 		len -= n;
@@ -173,7 +173,7 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 	else
 		*val = atomic64_fetch_add(h->swap_add, t);
 	kunmap_local(p);
-	trdma_mr_page_put(mr, page);
+	trdma_mr_page_put(mr, page, true);
 	trdma_mr_put(mr);
 	return TRDMA_RX_OK;
 }

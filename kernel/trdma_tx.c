@@ -638,7 +638,7 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 		src = kmap_local_page(page);
 		memcpy(dst, src + pg_off, n);
 		kunmap_local(src);
-		trdma_mr_page_put(mr, page);
+		trdma_mr_page_put(mr, page, false);
 		dst += n;
 		va += n;
 		len -= n;
@@ -732,7 +732,7 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		rv = trdma_sendpage(sock, page, pg_off, n,
 				    MSG_DONTWAIT | MSG_NOSIGNAL | flags);
 	}
-	trdma_mr_page_put(mr, page);
+	trdma_mr_page_put(mr, page, false);
 	trdma_mr_put(mr);
 	return rv;
 }
