@@ -907,6 +907,7 @@ void trdma_key_qp_put(struct trdma_qp *qp);
 int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len);
 u8 trdma_key_read(struct trdma_dev *tdev, u8 *key);
 bool trdma_key_present(struct trdma_dev *tdev);
+void trdma_key_refresh(struct trdma_dev *tdev);
 
 /* trdma_tls.c */
 struct trdma_tls_hs {

@@ -457,9 +457,12 @@ static void trdma_closing_work(struct work_struct *work)
 	if (c->tls) {
 		int rv = trdma_tls_discard(c->sock);
 
-		if (rv == -EAGAIN && !trdma_closing_done(sk) &&
+		/* More than a budget's worth, or none for now, or no page. */
+		if ((rv > 0 || rv == -EAGAIN || rv == -ENOMEM) &&
+		    !trdma_closing_done(sk) &&
 		    time_before(jiffies, READ_ONCE(c->until))) {
-			queue_delayed_work(trdma_wq, &c->work, HZ / 10);
+			queue_delayed_work(trdma_wq, &c->work,
+					   rv > 0 ? 0 : HZ / 10);
 			return;
 		}
 		spin_lock_bh(&trdma_closing_lock);

@@ -219,7 +219,12 @@ void trdma_key_qp_rtr(struct trdma_qp *qp)
 
 	mutex_lock(&trdma_key_lock);
 	trdma_key_qp_put_locked(qp);
-	if (!trdma_key_on(tdev))
+	/*
+	 * Tracked while the device has a key, signing or not (encrypted
+	 * links): the listener's key follows the tls knob
+	 * (trdma_key_refresh()).
+	 */
+	if (!trdma_key_present(tdev))
 		goto out;
 	list_for_each_entry(kp, &trdma_key_peers, list) {
 		if (kp->tdev->tnet != tdev->tnet ||
@@ -265,14 +270,34 @@ void trdma_key_qp_put(struct trdma_qp *qp)
 	mutex_unlock(&trdma_key_lock);
 }
 
+/* The listener's keys for tdev's peers: tdev's key, or none (tls). */
+static void trdma_key_refresh_locked(struct trdma_dev *tdev)
+{
+	struct trdma_key_peer *kp;
+
+	lockdep_assert_held(&trdma_key_lock);
+	list_for_each_entry(kp, &trdma_key_peers, list)
+		if (kp->tdev == tdev)
+			trdma_key_peer_install(kp, tdev);
+}
+
+/*
+ * The device's tls knob changed: the listener stops or starts signing for
+ * the peers its QPs wait for.  Process context.
+ */
+void trdma_key_refresh(struct trdma_dev *tdev)
+{
+	mutex_lock(&trdma_key_lock);
+	trdma_key_refresh_locked(tdev);
+	mutex_unlock(&trdma_key_lock);
+}
+
 /*
  * Sets the device's key (len 0: no key).  The listener's keys for the
  * peers its QPs wait for change with it.  Process context.
  */
 int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len)
 {
-	struct trdma_key_peer *kp;
-
 	if (len > TCP_MD5SIG_MAXKEYLEN)
 		return -EINVAL;
 	mutex_lock(&trdma_key_lock);
@@ -284,9 +309,7 @@ int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len)
 	if (!len)
 		WRITE_ONCE(tdev->tls, false);
 	spin_unlock(&tdev->knob_lock);
-	list_for_each_entry(kp, &trdma_key_peers, list)
-		if (kp->tdev == tdev)
-			trdma_key_peer_install(kp, tdev);
+	trdma_key_refresh_locked(tdev);
 	mutex_unlock(&trdma_key_lock);
 	return 0;
 }

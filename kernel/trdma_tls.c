@@ -55,15 +55,21 @@ int trdma_tls_set(struct trdma_dev *tdev, bool on)
 {
 	int rv = 0;
 
-	/* tls.ko is a module in every kernel trdma supports. */
-	if (on)
-		request_module("tls");
+	/*
+	 * tls.ko is a module in every kernel trdma supports; without it
+	 * every connection would fail at TCP_ULP.
+	 */
+	if (on && request_module("tls"))
+		return -ENOPROTOOPT;
 	spin_lock(&tdev->knob_lock);
 	if (on && !tdev->md5_keylen)
 		rv = -ENOKEY;
 	else
 		WRITE_ONCE(tdev->tls, on);
 	spin_unlock(&tdev->knob_lock);
+	/* The listener's TCP-MD5 keys follow: none for encrypted links. */
+	if (!rv)
+		trdma_key_refresh(tdev);
 	return rv;
 }
 
@@ -265,15 +271,15 @@ void trdma_tls_rx_work(struct work_struct *work)
 		trdma_qp_peer_closed(qp);
 		return;
 	}
-	if (rv == -EBADMSG) {
-		trdma_count(qp->tdev, TRDMA_CNT_TLS_RX_ERRORS, 1);
-		ibdev_info_ratelimited(qp->ibqp.device,
-				       "QP %u: a TLS record from QP %u failed authentication; QP to error\n",
-				       qp->ibqp.qp_num, qp->attr.dest_qp_num);
-	} else {
-		ibdev_dbg(qp->ibqp.device, "QP %u: TLS receive: %d\n",
-			  qp->ibqp.qp_num, rv);
-	}
+	/*
+	 * A record that fails authentication (-EBADMSG), or whose header
+	 * was changed (-EINVAL, -EMSGSIZE), or any other failure: counted.
+	 */
+	trdma_count(qp->tdev, TRDMA_CNT_TLS_RX_ERRORS, 1);
+	ibdev_info_ratelimited(qp->ibqp.device,
+			       "QP %u: TLS receive from QP %u failed (%d%s); QP to error\n",
+			       qp->ibqp.qp_num, qp->attr.dest_qp_num, rv,
+			       rv == -EBADMSG ? ": a record failed authentication" : "");
 	qp->rx.dead = true;
 	trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 }
