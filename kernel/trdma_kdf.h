@@ -151,6 +151,29 @@ static inline size_t trdma_kdf_info(u8 *info, int from_req,
 }
 
 /*
+ * One direction's key, salt and IV: HKDF-Expand(PRK, info of the
+ * direction, 28) = key (16) || salt (4) || iv (8).
+ */
+static inline int trdma_kdf_expand_dir(trdma_hmac_fn hmac, void *ctx,
+				       const u8 *prk, int from_req,
+				       const struct trdma_kdf_ends *e,
+				       struct trdma_kdf_dir *out)
+{
+	u8 info[TRDMA_KDF_INFO_MAX], okm[sizeof(*out)];
+	size_t n = trdma_kdf_info(info, from_req, e);
+	int rv;
+
+	rv = trdma_hkdf_expand(hmac, ctx, prk, info, n, okm, sizeof(okm));
+	if (!rv) {
+		memcpy(out->key, okm, 16);
+		memcpy(out->salt, okm + 16, 4);
+		memcpy(out->iv, okm + 20, 8);
+	}
+	trdma_kdf_wipe(okm, sizeof(okm));
+	return rv;
+}
+
+/*
  * The key schedule of a connection: PRK = HKDF-Extract(salt = nonce_req ||
  * nonce_acc, IKM = the device key), then for each direction HKDF-Expand(PRK,
  * info, 28) = key (16) || salt (4) || iv (8).  to_acc: what the connecting
@@ -165,8 +188,6 @@ static inline int trdma_kdf_keys(trdma_hmac_fn hmac, void *ctx,
 				 struct trdma_kdf_dir *to_req)
 {
 	u8 salt[2 * TRDMA_KDF_NONCE_LEN], prk[TRDMA_KDF_HASH_LEN];
-	u8 info[TRDMA_KDF_INFO_MAX], okm[sizeof(*to_acc)];
-	size_t n;
 	int rv;
 
 	memcpy(salt, nonce_req, TRDMA_KDF_NONCE_LEN);
@@ -175,23 +196,11 @@ static inline int trdma_kdf_keys(trdma_hmac_fn hmac, void *ctx,
 				prk);
 	if (rv)
 		goto out;
-	n = trdma_kdf_info(info, 1, e);
-	rv = trdma_hkdf_expand(hmac, ctx, prk, info, n, okm, sizeof(okm));
-	if (rv)
-		goto out;
-	memcpy(to_acc->key, okm, 16);
-	memcpy(to_acc->salt, okm + 16, 4);
-	memcpy(to_acc->iv, okm + 20, 8);
-	n = trdma_kdf_info(info, 0, e);
-	rv = trdma_hkdf_expand(hmac, ctx, prk, info, n, okm, sizeof(okm));
-	if (rv)
-		goto out;
-	memcpy(to_req->key, okm, 16);
-	memcpy(to_req->salt, okm + 16, 4);
-	memcpy(to_req->iv, okm + 20, 8);
+	rv = trdma_kdf_expand_dir(hmac, ctx, prk, 1, e, to_acc);
+	if (!rv)
+		rv = trdma_kdf_expand_dir(hmac, ctx, prk, 0, e, to_req);
 out:
 	trdma_kdf_wipe(prk, sizeof(prk));
-	trdma_kdf_wipe(okm, sizeof(okm));
 	trdma_kdf_wipe(salt, sizeof(salt));
 	return rv;
 }
