@@ -1357,13 +1357,8 @@ TEST_F(DataPathTest, ResetRemovesTheQpsCompletionsNotPolledYet) {
 // frag_idle_ms after its last transmit, and takes a new one when it sends
 // again: counted in tx_frags_released.
 TEST_F(DataPathTest, IdleQpsReturnTheirSocketPageFragment) {
-  const std::string param = "/sys/module/trdma/parameters/frag_idle_ms";
-  const std::string old = ReadFile(param);
-  ASSERT_EQ(Sh("echo 200 > " + param), 0);
-  struct Restore {
-    std::string cmd;
-    ~Restore() { Sh(cmd); }
-  } restore{"echo " + old + " > " + param};
+  ModuleParam idle("frag_idle_ms", "200");
+  ASSERT_TRUE(idle.ok());
 
   for (int round = 0; round < 2; round++) {
     SCOPED_TRACE(round);

@@ -214,15 +214,10 @@ TEST_F(DataPathTest, PingPongCarriesTheAcks) {
 // SENDs complete an ACK's round trip after they went, not a hold later.
 TEST_F(DataPathTest, SlowAnswersDoNotHoldTheAcks) {
   using Clock = std::chrono::steady_clock;
-  const std::string param = "/sys/module/trdma/parameters/ack_delay_us";
-  const std::string old = ReadFile(param);
   // The hold a slow answerer would otherwise get: min(2 x 4 ms, 2.5 ms)
   // (a QP's turnaround counts at most 4 ms).
-  ASSERT_EQ(Sh("echo 2500 > " + param), 0);
-  struct Restore {
-    std::string cmd;
-    ~Restore() { Sh(cmd); }
-  } restore{"echo " + old + " > " + param};
+  ModuleParam delay("ack_delay_us", "2500");
+  ASSERT_TRUE(delay.ok());
   const auto answer = std::chrono::microseconds(5000);
   const int n = 30, warm = 10;  // the running average needs a few answers
   std::vector<long> waits;

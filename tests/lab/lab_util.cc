@@ -47,6 +47,13 @@ std::string ReadFile(const std::string &path) {
   return s;
 }
 
+ModuleParam::ModuleParam(const std::string &name, const std::string &value)
+    : path_("/sys/module/trdma/parameters/" + name), old_(ReadFile(path_)) {
+  ok_ = Sh("echo " + value + " > " + path_) == 0;
+}
+
+ModuleParam::~ModuleParam() { Sh("echo " + old_ + " > " + path_); }
+
 Context OpenDevice(const std::string &name) {
   int n = 0;
   ibv_device **list = ibv_get_device_list(&n);

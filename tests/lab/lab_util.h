@@ -149,6 +149,21 @@ long Counter(const std::string &name);
 // Reads a whole (sysfs) file, without the trailing newline.
 std::string ReadFile(const std::string &path);
 
+// Sets trdma's module parameter name to value for the life of the object,
+// then back to what it was.  ok(): the value was written.
+class ModuleParam {
+ public:
+  ModuleParam(const std::string &name, const std::string &value);
+  ~ModuleParam();
+  ModuleParam(const ModuleParam &) = delete;
+  ModuleParam &operator=(const ModuleParam &) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  std::string path_, old_;
+  bool ok_;
+};
+
 struct ContextCloser {
   void operator()(ibv_context *ctx) const { ibv_close_device(ctx); }
 };

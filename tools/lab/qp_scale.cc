@@ -358,6 +358,23 @@ void Drain(Side *s, size_t n, double timeout_s)
 	}
 }
 
+// Polls cq into wc; exits, saying what failed, on a completion that is
+// not a success.
+int PollOk(ibv_cq *cq, std::vector<ibv_wc> &wc, const char *what)
+{
+	int n = ibv_poll_cq(cq, static_cast<int>(wc.size()), wc.data());
+
+	if (n < 0)
+		Die("ibv_poll_cq");
+	for (int k = 0; k < n; k++)
+		if (wc[k].status != IBV_WC_SUCCESS) {
+			std::fprintf(stderr, "qp_scale: %s: %s\n", what,
+				     ibv_wc_status_str(wc[k].status));
+			std::exit(1);
+		}
+	return n;
+}
+
 struct StreamResult {
 	double secs = 0;		// of posting
 	uint64_t msgs = 0;		// received
@@ -422,16 +439,8 @@ StreamResult Stream(const std::vector<Pair> &p, Side *s0, Side *s1,
 		}
 		if (over && !r.secs)
 			r.secs = Since(t0);
-		int n = ibv_poll_cq(s0->cq, static_cast<int>(wc.size()),
-				    wc.data());
-		if (n < 0)
-			Die("ibv_poll_cq");
+		int n = PollOk(s0->cq, wc, "stream send");
 		for (int k = 0; k < n; k++) {
-			if (wc[k].status != IBV_WC_SUCCESS) {
-				std::fprintf(stderr, "qp_scale: stream send: %s\n",
-					     ibv_wc_status_str(wc[k].status));
-				std::exit(1);
-			}
 			done++;
 			if (!over) {
 				Post(wc[k].wr_id == slow_id ? slow->a :
@@ -536,16 +545,8 @@ LoadResult Load(const std::vector<Pair> &p, Side s[2], ibv_mr *lmr[2],
 		}
 		int got = 0;
 		for (int k = 0; k < 2; k++) {
-			int n = ibv_poll_cq(s[k].cq, static_cast<int>(wc.size()),
-					    wc.data());
-			if (n < 0)
-				Die("ibv_poll_cq");
+			int n = PollOk(s[k].cq, wc, "load write");
 			for (int j = 0; j < n; j++) {
-				if (wc[j].status != IBV_WC_SUCCESS) {
-					std::fprintf(stderr, "qp_scale: load write: %s\n",
-						     ibv_wc_status_str(wc[j].status));
-					std::exit(1);
-				}
 				done++;
 				if (!over)
 					post(k, wc[j].wr_id);
