@@ -482,14 +482,19 @@ static bool trdma_tx_next_seg_locked(struct trdma_qp *qp)
 	bool first, ok = true;
 
 	lockdep_assert_held(&qp->lock);
-	/* In ERR only a last NAK still goes out. */
+	/*
+	 * In ERR only what a refusal still owes goes out: the answers to the
+	 * READs and atomics accepted before the refused request (requests
+	 * are answered in order), then its NAK.
+	 */
 	if (!trdma_state_connected(qp->state) &&
 	    !(qp->ack_pending && qp->close_after_nak)) {
 		ok = false;
 		goto out;
 	}
 
-	if (qp->ack_pending) {
+	if (qp->ack_pending &&
+	    !(qp->close_after_nak && qp->rd_head != qp->rd_tail)) {
 		struct trdma_aeth aeth = trdma_tx_owed_aeth(qp);
 
 		/*

@@ -1270,6 +1270,45 @@ TEST_F(ConformanceTest, LastWqeReachedWhenAnSrqQpLeavesService) {
 // requester learns of a remote operational error, not an access error of
 // its own request (as rxe and mlx5 answer; rdma-core's test_mr_rereg_pd
 // and test_mr_rereg_addr expect it).
+// The responder answers requests in order: READs it accepted are answered
+// before the NAK of a later request it refuses.  The requester sees its
+// READs complete with their data, then the refused WRITE's remote access
+// error, then the rest flushed (never a flushed READ before the error).
+TEST_F(DataPathTest, RefusalComesAfterTheReadsBeforeIt) {
+  constexpr uint32_t kRead = 256 << 10;
+  constexpr int kReads = 4;
+  Fill(b_.buf, 0, kRead, 21);
+  for (int i = 0; i < kReads; i++)
+    ASSERT_EQ(PostSend(a_, 10 + i, IBV_WR_RDMA_READ,
+                       Sges(a_, i * kRead, kRead, 1),
+                       reinterpret_cast<uintptr_t>(b_.buf.data()),
+                       b_.mr->rkey),
+              0);
+  // A WRITE under a key that names nothing, and one more READ behind it.
+  ASSERT_EQ(PostSend(a_, 20, IBV_WR_RDMA_WRITE, Sges(a_, 0, 64, 1),
+                     reinterpret_cast<uintptr_t>(b_.buf.data()),
+                     b_.mr->rkey ^ 0xff00),
+            0);
+  ASSERT_EQ(PostSend(a_, 21, IBV_WR_RDMA_READ,
+                     Sges(a_, kReads * kRead, 64, 1),
+                     reinterpret_cast<uintptr_t>(b_.buf.data()), b_.mr->rkey),
+            0);
+  for (int i = 0; i < kReads; i++) {
+    ibv_wc c = Wait(a_.cq);
+    EXPECT_EQ(c.wr_id, 10u + i);
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS)
+        << "read " << i << ": " << ibv_wc_status_str(c.status);
+    EXPECT_EQ(memcmp(a_.buf.data() + i * kRead, b_.buf.data(), kRead), 0)
+        << "read " << i;
+  }
+  ibv_wc c = Wait(a_.cq);
+  EXPECT_EQ(c.wr_id, 20u);
+  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+  c = Wait(a_.cq);
+  EXPECT_EQ(c.wr_id, 21u);
+  EXPECT_EQ(c.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(c.status);
+}
+
 TEST_F(DataPathTest, ReceiveIntoMemoryNotOursIsARemoteOperationalError) {
   Fill(a_.buf, 0, 4096, 3);
   SendIntoForeignReceive(a_, b_, 1, 2);

@@ -3,11 +3,15 @@
 // ibv_wr_bind_mw), remote access through a window's rkey limited to its
 // range and rights, invalidation (a type-1 rebind of length 0, LOCAL_INV,
 // SEND_WITH_INV), the bind rules of the IB spec and what a bound window
-// does to its MR.  And ibv_rereg_mr (ReregMrTest), which a bound window
-// refuses too.
+// does to its MR; windows invalidated, unbound or freed under remote
+// writes (MwRaceTest).  And ibv_rereg_mr (ReregMrTest), which a bound
+// window refuses too.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <atomic>
+#include <functional>
+#include <thread>
 #include <iostream>
 #include <vector>
 
@@ -122,7 +126,8 @@ class MwTest : public DataPathTest {
 
   // Two new connected RC QPs of pd with the ibv_wr_* window operations;
   // xa on a_'s CQ, xb on b_'s.
-  void XPair(ibv_qp **xa, ibv_qp **xb, ibv_pd *pd = nullptr) {
+  void XPair(ibv_qp **xa, ibv_qp **xb, ibv_pd *pd = nullptr,
+             uint32_t depth = 16) {
     ibv_qp *q[2];
     ibv_cq *cq[2] = {a_.cq, b_.cq};
     for (int i = 0; i < 2; i++) {
@@ -130,7 +135,7 @@ class MwTest : public DataPathTest {
       ia.send_cq = cq[i];
       ia.recv_cq = cq[i];
       ia.qp_type = IBV_QPT_RC;
-      ia.cap = {16, 16, 1, 1, 0};
+      ia.cap = {depth, 16, 1, 1, 0};
       ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
       ia.pd = pd ? pd : pd_;
       ia.send_ops_flags = kSendOps;
@@ -506,6 +511,225 @@ TEST_F(MwTest, SendWithInvalidateOfAType1WindowIsARemoteAccessError) {
   wr.invalidate_rkey = mw->rkey;
   ibv_wc s = Post(a_.qp, a_.cq, wr);
   EXPECT_EQ(s.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(s.status);
+}
+
+// A window taken away while its peer streams RDMA WRITEs through it: the
+// peer posts kRaceWrites writes of kRaceLen bytes, each of its own fill
+// byte to its own part of the window, and once kKillAfter have completed
+// kill() takes the window away on the owner's side.  Every key lookup of the receive path happens
+// under the window's lock, so the writes complete in order: some whole
+// (every byte landed), then at most one with a remote access error (which
+// may have placed part of its range before the window went), then the
+// rest flushed, having placed nothing.  A write through the dead key fails
+// afterwards.  The same for READs, whose responses are read from the
+// window's memory segment by segment.
+constexpr int kRaceWrites = 256;
+constexpr uint32_t kRaceLen = 4096;
+constexpr int kKillAfter = 16;
+
+class MwRaceTest : public MwTest {
+ protected:
+  // Returns whether every write completed whole (from is still up).
+  bool Race(ibv_qp *from, ibv_cq *from_cq, uint32_t rkey,
+            const std::function<void()> &kill,
+            ibv_wr_opcode op = IBV_WR_RDMA_WRITE) {
+    int whole = 0, failed = 0, flushed = 0;
+    RaceInto(from, from_cq, rkey, kill, op, &whole, &failed, &flushed);
+    std::cout << (op == IBV_WR_RDMA_WRITE ? "writes: " : "reads: ") << whole << " whole, " << failed << " failed, "
+              << flushed << " flushed\n";
+    return whole == kRaceWrites;
+  }
+
+  void RaceInto(ibv_qp *from, ibv_cq *from_cq, uint32_t rkey,
+                const std::function<void()> &kill, ibv_wr_opcode op,
+                int *whole_, int *failed_, int *flushed_) {
+    int &whole = *whole_, &failed = *failed_, &flushed = *flushed_;
+    // Source and target of the data: b_ is the window's side.
+    std::vector<uint8_t> &src = op == IBV_WR_RDMA_WRITE ? a_.buf : b_.buf;
+    std::vector<uint8_t> &dst = op == IBV_WR_RDMA_WRITE ? b_.buf : a_.buf;
+    memset(dst.data(), 0, 1 << 20);
+    for (int i = 0; i < kRaceWrites; i++)
+      memset(src.data() + i * kRaceLen, i + 1, kRaceLen);
+    // One thread posts the writes one by one while this one reaps them
+    // and, after kKillAfter, takes the window away: mid-stream.
+    std::atomic<int> posted{0};
+    std::atomic<bool> done{false};
+    std::thread poster([&] {
+      for (int i = 0; i < kRaceWrites; i++) {
+        ibv_sge sge;
+        ibv_send_wr wr = WriteWr(i * kRaceLen, kRaceLen, B(i * kRaceLen),
+                                 rkey, &sge);
+        wr.wr_id = 1000 + i;
+        wr.opcode = op;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        ibv_send_wr *bad;
+        if (ibv_post_send(from, &wr, &bad)) break;
+        posted++;
+      }
+      done = true;
+    });
+    for (int i = 0;; i++) {
+      if (i == kKillAfter) kill();
+      while (!done && i >= posted) std::this_thread::yield();
+      if (i >= posted) break;
+      ibv_wc c = Wait(from_cq);
+      if (c.wr_id != 1000u + i) {
+        ADD_FAILURE() << "completion " << i << " is " << c.wr_id;
+        break;
+      }
+      const uint8_t *p = dst.data() + i * kRaceLen;
+      if (c.status == IBV_WC_SUCCESS) {
+        EXPECT_EQ(failed + flushed, 0) << "write " << i << " after a failure";
+        whole++;
+        for (uint32_t j = 0; j < kRaceLen; j++)
+          if (p[j] != static_cast<uint8_t>(i + 1)) {
+            ADD_FAILURE() << "write " << i << " byte " << j;
+            break;
+          }
+        continue;
+      }
+      // A READ cut off mid-response: the responder closes the connection.
+      if (c.status == IBV_WC_REM_ACCESS_ERR ||
+          (op == IBV_WR_RDMA_READ && c.status == IBV_WC_RETRY_EXC_ERR)) {
+        EXPECT_EQ(failed + flushed, 0) << "write " << i << ": second failure";
+        failed++;
+      } else {
+        EXPECT_EQ(c.status, IBV_WC_WR_FLUSH_ERR)
+            << "write " << i << ": " << ibv_wc_status_str(c.status);
+        EXPECT_EQ(failed, 1) << "flushed without a failure (" << whole
+                             << " whole before it)";
+        flushed++;
+      }
+      // A failed write placed only its own bytes, a flushed one none.
+      for (uint32_t j = 0; j < kRaceLen; j++)
+        if (p[j] && (flushed || p[j] != static_cast<uint8_t>(i + 1))) {
+          ADD_FAILURE() << "write " << i << " byte " << j << " is "
+                        << int(p[j]);
+          break;
+        }
+    }
+    poster.join();
+    if (posted < kKillAfter) kill();
+    // Posting stops only at a QP in error.
+    if (posted < kRaceWrites) {
+      EXPECT_GT(failed, 0);
+    }
+  }
+
+  // LOCAL_INV of rkey on qp (the window's responder QP), mid-race.  It
+  // takes effect when posted (at the send queue's intake); its completion
+  // comes in send-queue order, after the response the responder was
+  // sending, so when the invalidation fails that response the responder's
+  // QP goes to error (a responder's access error is fatal to it, as on
+  // RoCE) and the LOCAL_INV's completion is a flush.
+  void LocalInv(ibv_qp *qp, uint32_t rkey) {
+    ibv_send_wr inv = {};
+    inv.wr_id = 92;
+    inv.opcode = IBV_WR_LOCAL_INV;
+    inv.invalidate_rkey = rkey;
+    inv_ = Post(qp, b_.cq, inv);
+  }
+
+  void ExpectInvCompleted(bool up) {
+    EXPECT_EQ(inv_.wr_id, 92u);
+    if (inv_.status == IBV_WC_WR_FLUSH_ERR) {
+      EXPECT_FALSE(up) << "LOCAL_INV flushed, nothing failed";
+    } else {
+      EXPECT_EQ(inv_.status, IBV_WC_SUCCESS)
+          << ibv_wc_status_str(inv_.status);
+    }
+  }
+
+  ibv_wc inv_ = {};
+
+  // The dead key reaches nothing, from a pair that is still up.
+  void ExpectDead(ibv_qp *from, ibv_cq *from_cq, uint32_t rkey) {
+    memset(b_.buf.data(), 0, 1 << 20);
+    ibv_sge sge;
+    ibv_wc c = Post(from, from_cq, WriteWr(0, 64, B(0), rkey, &sge));
+    EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+    ExpectUntouched(0, 1 << 20);
+  }
+};
+
+TEST_F(MwRaceTest, Type2LocalInvalidateUnderRemoteWrites) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb, nullptr, kRaceWrites);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ASSERT_EQ(Bind2(xb, b_.cq, mw, rkey,
+                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  bool up = Race(xa, a_.cq, rkey, [&] { LocalInv(xb, rkey); });
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectInvCompleted(up);
+  // The old key is dead (asked through xa, the only QP the window
+  // answered, if the race left it up); the window is free, its MR may go.
+  if (up) ExpectDead(xa, a_.cq, rkey);
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  mws_.clear();
+  EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
+  wmr_ = nullptr;
+}
+
+TEST_F(MwRaceTest, Type1DeallocUnderRemoteWrites) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb, nullptr, kRaceWrites);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
+                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  uint32_t rkey = mw->rkey;
+  Race(xa, a_.cq, rkey, [&] {
+    ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+    mws_.clear();
+  });
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectDead(a_.qp, a_.cq, rkey);
+  EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
+  wmr_ = nullptr;
+}
+
+TEST_F(MwRaceTest, Type1UnbindUnderRemoteWrites) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb, nullptr, kRaceWrites);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
+                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_WRITE))
+                .status,
+            IBV_WC_SUCCESS);
+  uint32_t rkey = mw->rkey;
+  // A bind of length 0 from the owner's QP invalidates the window.
+  Race(xa, a_.cq, rkey, [&] {
+    ibv_wc c = Bind1(b_.qp, b_.cq, mw, Info(wmr_, 0, 0, 0));
+    ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  });
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectDead(a_.qp, a_.cq, rkey);
+}
+
+TEST_F(MwRaceTest, Type2LocalInvalidateUnderRemoteReads) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb, nullptr, kRaceWrites);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ASSERT_EQ(Bind2(xb, b_.cq, mw, rkey,
+                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_READ))
+                .status,
+            IBV_WC_SUCCESS);
+  bool up = Race(xa, a_.cq, rkey, [&] { LocalInv(xb, rkey); },
+                 IBV_WR_RDMA_READ);
+  ExpectInvCompleted(up);
 }
 
 // Hostile binds, as a buggy or malicious process could post them: each
