@@ -938,6 +938,33 @@ static bool trdma_tx_seg_sent(struct trdma_qp *qp, bool next)
 	return trdma_tx_seg_done(qp, next);
 }
 
+/*
+ * The current WQE's local memory could not be read (its MR gone or
+ * changed since the intake checked it, an ODP page that cannot be
+ * faulted in): the WQE completes with a local protection error, the rest
+ * are flushed, as on IB.  Part of its segment may be in TCP already, so
+ * the connection goes too (trdma_tx_failed()).  Returns
+ * TRDMA_TX_WQE_FAILED, which trdma_tx_run() passes on.
+ */
+#define TRDMA_TX_WQE_FAILED	1
+
+static int trdma_tx_wqe_failed(struct trdma_qp *qp)
+{
+	u32 idx = qp->seg.wqe;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state == IB_QPS_RTS &&
+	    idx - qp->sq_retire < qp->sq_intake - qp->sq_retire) {
+		struct trdma_swqe_info *swi = trdma_swi(qp, idx);
+
+		if (swi->status == IB_WC_SUCCESS)
+			swi->status = IB_WC_LOC_PROT_ERR;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return TRDMA_TX_WQE_FAILED;
+}
+
 /* Puts what there is to send on the wire.  Under tx_mutex, owning. */
 static int trdma_tx_run(struct trdma_qp *qp)
 {
@@ -952,6 +979,8 @@ static int trdma_tx_run(struct trdma_qp *qp)
 		rv = trdma_tx_push(qp, qp->sock, false);
 		if (rv == -EAGAIN)
 			break;	/* write_space kicks us again */
+		if (rv == -EACCES && qp->seg.kind == TRDMA_SEG_WQE)
+			rv = trdma_tx_wqe_failed(qp);
 		if (rv)
 			break;
 		/* Picks the next segment too, or finds there is none. */
@@ -973,6 +1002,11 @@ static int trdma_tx_run(struct trdma_qp *qp)
 
 static void trdma_tx_failed(struct trdma_qp *qp, int rv)
 {
+	/* A WQE's own error: its completion tells, no async event. */
+	if (rv == TRDMA_TX_WQE_FAILED) {
+		trdma_qp_wr_error(qp);
+		return;
+	}
 	if (rv && rv != -EAGAIN) {
 		ibdev_dbg(qp->ibqp.device, "QP %u: transmit failed: %d\n",
 			  qp->ibqp.qp_num, rv);

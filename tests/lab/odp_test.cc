@@ -207,6 +207,37 @@ TEST_F(OdpTest, WriteIntoUnmappedMemoryFails) {
             MAP_FAILED);
 }
 
+// Sending from memory unmapped under the MR: the WQE completes with a
+// local protection error (the transmitter cannot fault the page in), the
+// QP goes to error, and nothing arrives at the peer.  A small payload
+// fails before its segment goes out, a large one after its header did.
+class OdpSendFromHoleTest : public OdpTest,
+                           public ::testing::WithParamInterface<uint32_t> {};
+
+TEST_P(OdpSendFromHoleTest, IsALocalProtectionError) {
+  const uint32_t len = GetParam();
+  ASSERT_EQ(munmap(odp_ + (1 << 20), 1 << 20), 0);
+  memset(b_.buf.data(), 0, len);
+  ibv_sge s = OdpSge((1 << 20) + 64, len);
+  ASSERT_EQ(PostSend(a_, 5, IBV_WR_RDMA_WRITE, {s},
+                     reinterpret_cast<uintptr_t>(b_.buf.data()), b_.mr->rkey),
+            0);
+  ibv_wc c = Wait(a_.cq);
+  EXPECT_EQ(c.wr_id, 5u);
+  EXPECT_EQ(c.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(c.status);
+  ibv_qp_attr at;
+  ibv_qp_init_attr ia;
+  ASSERT_EQ(ibv_query_qp(a_.qp, &at, IBV_QP_STATE, &ia), 0);
+  EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
+  for (uint32_t i = 0; i < len; i++) ASSERT_EQ(b_.buf[i], 0) << i;
+  ASSERT_NE(mmap(odp_ + (1 << 20), 1 << 20, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            MAP_FAILED);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, OdpSendFromHoleTest,
+                         ::testing::Values(512u, 64u << 10));
+
 // ibv_advise_mr(): prefetching faults the range in (the WRITE after it
 // needs no fault of the receive path); NO_FAULT, bad keys and ranges are
 // refused.
