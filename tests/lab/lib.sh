@@ -15,6 +15,19 @@ eventually() {
 	return 1
 }
 refuses()    { ! "$@" 2>/dev/null; }
+# section TITLE: starts a part of the suite ("== TITLE"), ending the one
+# before with its wall time ("-- took N s"), which tools/test's budget
+# (docs/lab.md) is planned from; section_end ends the last one.
+section() {
+	section_end
+	echo "== $1"
+	section_start=$SECONDS
+}
+section_end() {
+	[ -n "${section_start:-}" ] &&
+		echo "-- took $((SECONDS - section_start)) s"
+	section_start=
+}
 
 # gtests NAME ARGS...: runs the GoogleTest lab tests and counts each case.
 gtests() {
