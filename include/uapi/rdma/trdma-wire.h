@@ -16,7 +16,7 @@
 
 #include <linux/types.h>
 
-#define TRDMA_WIRE_VERSION	3
+#define TRDMA_WIRE_VERSION	4
 #define TRDMA_DEFAULT_PORT	4791
 #define TRDMA_HELLO_MAGIC	0x5452444dU	/* "TRDM" */
 
