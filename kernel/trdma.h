@@ -113,6 +113,7 @@ enum trdma_counter {
 	TRDMA_CNT_REFUSED_TLS,
 	TRDMA_CNT_TLS_CONNECTIONS,
 	TRDMA_CNT_TLS_RX_ERRORS,
+	TRDMA_CNT_REFUSED_TLS_CONFIRM,
 	TRDMA_CNT_ODP_RX_FAULTS,
 	TRDMA_CNT_ODP_INVAL,
 	TRDMA_NUM_COUNTERS
@@ -916,12 +917,16 @@ struct trdma_tls_hs {
 	bool self;		/* a QP connected to itself */
 	u8 nonce_req[TRDMA_HELLO_NONCE_LEN];	/* the connecting side's */
 	u8 nonce_acc[TRDMA_HELLO_NONCE_LEN];	/* the accepting side's */
+	u8 confirm[32];		/* the peer's key confirmation, as it must be */
 };
 
 bool trdma_tls_on(struct trdma_dev *tdev);
 int trdma_tls_set(struct trdma_dev *tdev, bool on);
-int trdma_tls_start(struct trdma_qp *qp, struct socket *sock,
-		    const struct trdma_tls_hs *hs);
+int trdma_tls_install(struct trdma_qp *qp, struct socket *sock,
+		      struct trdma_tls_hs *hs, const struct trdma_hello *req,
+		      const struct trdma_hello *acc);
+bool trdma_tls_confirmed(const struct trdma_tls_hs *hs, const u8 *got);
+int trdma_tls_start(struct trdma_qp *qp);
 void trdma_tls_stop(struct trdma_qp *qp);
 void trdma_tls_rx_kick(struct trdma_qp *qp);
 void trdma_tls_rx_work(struct work_struct *work);

@@ -64,6 +64,17 @@ struct trdma_pending {
 	u8 nonce[TRDMA_HELLO_NONCE_LEN];	/* with TRDMA_HELLO_TLS */
 	u32 got;
 	bool unproven;		/* waits for its QP's RTS to check the PSN */
+	/*
+	 * An encrypted link, ACCEPTed, keys installed and our confirmation
+	 * sent: waits for the peer's (confirm, confirm_got bytes read so
+	 * far) before it binds.  sk_user_data is p, its data_ready
+	 * trdma_pending_tls_data_ready().
+	 */
+	bool confirming;
+	struct sockaddr_storage peer;	/* confirming: for the log */
+	struct trdma_tls_hs hs;
+	u8 confirm[sizeof_field(struct trdma_tls_hs, confirm)];
+	u32 confirm_got;
 	unsigned long deadline;
 };
 
@@ -312,12 +323,13 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 
 	lockdep_assert_held(&qp->state_mutex);
 	/*
-	 * An encrypted link: the TLS ULP goes on now, both sides alike right
-	 * after the hellos, before any segment; its callbacks then run
-	 * before the QP's (trdma_rx_data_ready(), trdma_cm_write_space()).
+	 * An encrypted link: the TLS ULP went on right after the hellos and
+	 * the peer's key confirmation is checked (trdma_tls_install()); its
+	 * callbacks run before the QP's (trdma_rx_data_ready(),
+	 * trdma_cm_write_space()).
 	 */
 	if (hs->on) {
-		rv = trdma_tls_start(qp, sock, hs);
+		rv = trdma_tls_start(qp);
 		if (rv) {
 			ibdev_info_ratelimited(qp->ibqp.device,
 					       "QP %u: TLS for the connection to QP %u: %d\n",
@@ -613,6 +625,44 @@ void trdma_cm_detach(struct trdma_qp *qp)
 #define TRDMA_SELF_ATTEMPTS 3
 
 /*
+ * The connecting side of an encrypted link, its hellos exchanged: keys on,
+ * our key confirmation out, then the peer's read (within the socket's
+ * receive timeout) and checked before the connection may bind.  A peer that
+ * does not prove the key is refused and counted (refused_tls_confirm).
+ */
+static int trdma_cm_dial_confirm(struct trdma_qp *qp, struct socket *sock,
+				 const struct trdma_hello *hello,
+				 const struct trdma_hello *reply,
+				 struct trdma_tls_hs *hs, const char **step)
+{
+	u8 got[sizeof(hs->confirm)];
+	struct msghdr msg = {};
+	struct kvec iov = { .iov_base = got, .iov_len = sizeof(got) };
+	int rv;
+
+	*step = "tls";
+	/* Connected to itself: its own REQ came back as the answer. */
+	rv = trdma_tls_install(qp, sock, hs, hello, reply);
+	if (rv)
+		return rv;
+	*step = "tls confirm";
+	rv = kernel_recvmsg(sock, &msg, &iov, 1, sizeof(got), MSG_WAITALL);
+	if (rv == sizeof(got))
+		rv = trdma_tls_confirmed(hs, got) ? 0 : -EKEYREJECTED;
+	else if (rv >= 0)
+		rv = -ECONNRESET;
+	if (rv == -EKEYREJECTED || rv == -EBADMSG) {
+		trdma_count(qp->tdev, TRDMA_CNT_REFUSED_TLS_CONFIRM, 1);
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: the peer of QP %u failed key confirmation (%d): refused\n",
+				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
+				       rv);
+	}
+	memzero_explicit(hs->confirm, sizeof(hs->confirm));
+	return rv;
+}
+
+/*
  * One attempt of the active side: a socket from src to dst, the hellos
  * exchanged.  On success *sockp is the connected socket; on failure it is
  * released and *step names what failed.  -ECANCELED when the QP left
@@ -694,6 +744,15 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 				    MSG_WAITALL);
 		rv = rv == sizeof(*reply) ? 0 : (rv < 0 ? rv : -ECONNRESET);
 	}
+	if (!rv && reply->magic == cpu_to_be32(TRDMA_HELLO_MAGIC) &&
+	    reply->version != TRDMA_WIRE_VERSION) {
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: the peer of QP %u answers in wire version %u, this host speaks %u\n",
+				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
+				       reply->version, TRDMA_WIRE_VERSION);
+		*step = "version";
+		rv = -EPROTO;
+	}
 	if (!rv && reply->type != TRDMA_HELLO_REJECT && trdma_hello_tls(reply)) {
 		/* The accepting side's nonce (our own, connected to ourself). */
 		iov.iov_base = hs->nonce_acc;
@@ -716,6 +775,8 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 		rv = -EPROTO;
 	}
 	hs->on = !rv && trdma_hello_tls(hello);
+	if (hs->on)
+		rv = trdma_cm_dial_confirm(qp, sock, hello, reply, hs, step);
 	if (rv) {
 		mutex_lock(&qp->state_mutex);
 		qp->connecting = NULL;
@@ -923,13 +984,34 @@ static void trdma_pending_data_ready(struct sock *sk)
 	mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 }
 
-static void trdma_pending_close(struct trdma_pending *p)
+/* A confirming connection's: kTLS's own first (it parses the records). */
+static void trdma_pending_tls_data_ready(struct sock *sk)
+{
+	struct trdma_pending *p;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	p = sk->sk_user_data;
+	if (p) {
+		p->saved_data_ready(sk);
+		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* The socket's callbacks are its own again (kTLS's, if it has them). */
+static void trdma_pending_unhook(struct trdma_pending *p)
 {
 	struct sock *sk = p->sock->sk;
 
 	write_lock_bh(&sk->sk_callback_lock);
 	sk->sk_data_ready = p->saved_data_ready;
+	sk->sk_user_data = NULL;
 	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void trdma_pending_close(struct trdma_pending *p)
+{
+	trdma_pending_unhook(p);
 	list_del(&p->list);
 	kernel_sock_shutdown(p->sock, SHUT_RDWR);
 	sock_release(p->sock);
@@ -947,7 +1029,9 @@ static void trdma_pending_reject(struct trdma_pending *p, int err)
 		.status = cpu_to_be32(-err),
 	};
 
-	trdma_send_all(p->sock, &r, sizeof(r));
+	/* Not into an encrypted stream: the peer reads records by now. */
+	if (!p->confirming)
+		trdma_send_all(p->sock, &r, sizeof(r));
 	trdma_pending_close(p);
 }
 
@@ -995,6 +1079,65 @@ static int trdma_hello_proof(struct trdma_qp *qp, const struct trdma_hello *h)
 }
 
 /*
+ * Whether the QP, in RTR or RTS, waits for the peer the hello names and
+ * not connected yet.  Under qp->state_mutex.
+ */
+static bool trdma_pending_qp_waits(struct trdma_qp *qp,
+				   const struct trdma_hello *h)
+{
+	return qp->state <= IB_QPS_RTS && !qp->sock && !trdma_qp_is_ud(qp) &&
+	       trdma_hello_uc(h) == trdma_qp_is_uc(qp) &&
+	       qp->attr.ah_attr.grh.sgid_attr && !trdma_cm_is_active(qp) &&
+	       qp->attr.dest_qp_num == be32_to_cpu(h->src_qpn) &&
+	       !memcmp(qp->attr.ah_attr.grh.dgid.raw, h->src_gid, 16);
+}
+
+/* Binds the pending connection to the QP; p is gone.  Under state_mutex. */
+static void trdma_pending_attach(struct trdma_pending *p, struct trdma_qp *qp)
+{
+	trdma_pending_unhook(p);
+	list_del(&p->list);
+	trdma_cm_attach(qp, p->sock, &p->hello, &p->hs);
+	memzero_explicit(&p->hs, sizeof(p->hs));
+	kfree(p);
+}
+
+/*
+ * An encrypted link the QP accepted (its ACCEPT, with our nonce, is sent):
+ * the keys go on, our confirmation goes out, and the connection waits
+ * pending for the peer's (trdma_pending_confirm()), not yet the QP's.  The
+ * data_ready callback kTLS puts on the socket is wrapped as the QP wraps
+ * it once attached.  Under qp->state_mutex and trdma_pending_lock.
+ */
+static int trdma_pending_tls(struct trdma_pending *p, struct trdma_qp *qp,
+			     const struct trdma_hello *reply)
+{
+	struct sock *sk = p->sock->sk;
+	int rv;
+
+	/* From here the stream is records: no clear REJECT after this. */
+	p->confirming = true;
+	p->confirm_got = 0;
+	p->deadline = jiffies + trdma_accept_timeout * HZ;
+	kernel_getpeername(p->sock, (struct sockaddr *)&p->peer);
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_data_ready = p->saved_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+	rv = trdma_tls_install(qp, p->sock, &p->hs, &p->hello, reply);
+	write_lock_bh(&sk->sk_callback_lock);
+	p->saved_data_ready = sk->sk_data_ready;
+	sk->sk_user_data = p;
+	sk->sk_data_ready = trdma_pending_tls_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+	if (rv)
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: TLS for the connection from QP %u: %d\n",
+				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
+				       rv);
+	return rv;
+}
+
+/*
  * Tries to bind a pending connection whose hello is complete.  Returns 0
  * when bound (p is gone), -EAGAIN while its QP is not ready or cannot
  * check the PSN yet, or another error for a connection to refuse.
@@ -1004,7 +1147,6 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	const struct trdma_hello *h = &p->hello;
 	u32 qpn = be32_to_cpu(h->dst_qpn);
 	struct sockaddr_storage peer = {};
-	struct trdma_tls_hs hs = {};
 	struct trdma_hello reply;
 	struct trdma_dev *tdev;
 	struct trdma_qp *qp = NULL;
@@ -1012,8 +1154,15 @@ static int trdma_pending_bind(struct trdma_pending *p)
 	union ib_gid gid;
 	int proof, rv = 0;
 
+	if (h->magic == cpu_to_be32(TRDMA_HELLO_MAGIC) &&
+	    h->version != TRDMA_WIRE_VERSION) {
+		kernel_getpeername(p->sock, (struct sockaddr *)&peer);
+		pr_info_ratelimited("trdma: connection for QP %u from %pISc refused: its hello is of wire version %u, this host speaks %u\n",
+				    qpn, &peer, h->version, TRDMA_WIRE_VERSION);
+		return -EPROTO;
+	}
 	if (h->magic != cpu_to_be32(TRDMA_HELLO_MAGIC) ||
-	    h->version != TRDMA_WIRE_VERSION || h->type != TRDMA_HELLO_REQ)
+	    h->type != TRDMA_HELLO_REQ)
 		return -EPROTO;
 
 	memcpy(gid.raw, h->dst_gid, 16);
@@ -1062,11 +1211,7 @@ static int trdma_pending_bind(struct trdma_pending *p)
 		 * drops its packets.
 		 */
 		rv = -EAGAIN;
-	} else if (qp->state > IB_QPS_RTS || qp->sock ||
-		   trdma_qp_is_ud(qp) || trdma_hello_uc(h) != trdma_qp_is_uc(qp) ||
-		   !qp->attr.ah_attr.grh.sgid_attr || trdma_cm_is_active(qp) ||
-		   qp->attr.dest_qp_num != be32_to_cpu(h->src_qpn) ||
-		   memcmp(qp->attr.ah_attr.grh.dgid.raw, h->src_gid, 16)) {
+	} else if (!trdma_pending_qp_waits(qp, h)) {
 		why = "the QP does not wait for that peer";
 		rv = -ECONNREFUSED;
 	} else if (proof < 0) {
@@ -1084,25 +1229,26 @@ static int trdma_pending_bind(struct trdma_pending *p)
 		p->unproven = true;
 		rv = -EAGAIN;
 	} else {
+		struct trdma_tls_hs *hs = &p->hs;
+
 		trdma_hello_init(&reply, qp, TRDMA_HELLO_ACCEPT);
 		reply.start_msn = cpu_to_be32(qp->attr.rq_psn);
-		hs.on = trdma_hello_tls(h);
-		if (hs.on) {
+		memset(hs, 0, sizeof(*hs));
+		hs->on = trdma_hello_tls(h);
+		if (hs->on) {
 			reply.flags |= cpu_to_be16(TRDMA_HELLO_TLS);
-			memcpy(hs.nonce_req, p->nonce, sizeof(hs.nonce_req));
-			get_random_bytes(hs.nonce_acc, sizeof(hs.nonce_acc));
+			memcpy(hs->nonce_req, p->nonce, sizeof(hs->nonce_req));
+			get_random_bytes(hs->nonce_acc, sizeof(hs->nonce_acc));
 		}
-		rv = trdma_send_hello(p->sock, &reply, hs.nonce_acc);
-		if (!rv) {
-			struct sock *sk = p->sock->sk;
-
-			write_lock_bh(&sk->sk_callback_lock);
-			sk->sk_data_ready = p->saved_data_ready;
-			write_unlock_bh(&sk->sk_callback_lock);
-			list_del(&p->list);
-			trdma_cm_attach(qp, p->sock, h, &hs);
-			kfree(p);
-		}
+		rv = trdma_send_hello(p->sock, &reply, hs->nonce_acc);
+		/*
+		 * An encrypted link binds once the peer has proven it holds
+		 * the key and saw the same hellos (trdma_pending_confirm()).
+		 */
+		if (!rv && hs->on)
+			rv = trdma_pending_tls(p, qp, &reply) ?: -EAGAIN;
+		else if (!rv)
+			trdma_pending_attach(p, qp);
 	}
 	mutex_unlock(&qp->state_mutex);
 	trdma_qp_put(qp);
@@ -1124,6 +1270,108 @@ out:
 }
 
 /*
+ * A confirming connection that does not prove the key: refused, counted
+ * (refused_tls_confirm), logged, closed without a word (the stream is
+ * records); the QP goes on waiting for its real peer.
+ */
+static void trdma_pending_unconfirmed(struct trdma_pending *p, const char *why,
+				      int err)
+{
+	const struct trdma_hello *h = &p->hello;
+	struct trdma_dev *tdev;
+	union ib_gid gid;
+
+	memcpy(gid.raw, h->dst_gid, 16);
+	tdev = trdma_dev_get_by_gid(sock_net(p->sock->sk), &gid);
+	if (tdev) {
+		trdma_count(tdev, TRDMA_CNT_REFUSED_TLS_CONFIRM, 1);
+		trdma_count(tdev, TRDMA_CNT_REFUSED, 1);
+	}
+	pr_info_ratelimited("trdma: connection for QP %u from %pISc (hello from GID %pI6c QP %u) refused: key confirmation %s (%d)\n",
+			    be32_to_cpu(h->dst_qpn), &p->peer, h->src_gid,
+			    be32_to_cpu(h->src_qpn), why, err);
+	if (tdev)
+		ib_device_put(&tdev->ibdev);
+	trdma_pending_close(p);
+}
+
+/*
+ * A confirming connection: reads the peer's key confirmation, the first
+ * record of its stream, without waiting.  Right: the connection binds to
+ * its QP if that still waits for it (another connection may have taken
+ * it meanwhile: this one is closed).  Wrong, a record that fails
+ * authentication (a peer without the key, a hello changed on the path),
+ * or none within accept_timeout: refused.  Returns -EAGAIN while it waits,
+ * else 0 (p is gone).  Under trdma_pending_lock.
+ */
+static int trdma_pending_confirm(struct trdma_pending *p)
+{
+	const struct trdma_hello *h = &p->hello;
+	struct trdma_dev *tdev;
+	struct trdma_qp *qp;
+	union ib_gid gid;
+	int rv = 0;
+
+	while (p->confirm_got < sizeof(p->confirm)) {
+		struct kvec iov = {
+			.iov_base = p->confirm + p->confirm_got,
+			.iov_len = sizeof(p->confirm) - p->confirm_got,
+		};
+		struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+
+		rv = kernel_recvmsg(p->sock, &msg, &iov, 1, iov.iov_len,
+				    MSG_DONTWAIT);
+		if (rv <= 0)
+			break;
+		p->confirm_got += rv;
+	}
+	if (p->confirm_got < sizeof(p->confirm)) {
+		if (rv == -EAGAIN && time_before(jiffies, p->deadline))
+			return -EAGAIN;
+		if (!rv) {
+			/* Closed by the peer before it confirmed. */
+			pr_debug("trdma: connection to QP %u closed before its key confirmation\n",
+				 be32_to_cpu(h->dst_qpn));
+			trdma_pending_close(p);
+		} else {
+			trdma_pending_unconfirmed(p, rv == -EAGAIN ? "missing" :
+						  rv == -EBADMSG ?
+						  "failed authentication" :
+						  "unreadable", rv);
+		}
+		return 0;
+	}
+	if (!trdma_tls_confirmed(&p->hs, p->confirm)) {
+		trdma_pending_unconfirmed(p, "wrong", -EKEYREJECTED);
+		return 0;
+	}
+
+	memcpy(gid.raw, h->dst_gid, 16);
+	tdev = trdma_dev_get_by_gid(sock_net(p->sock->sk), &gid);
+	qp = tdev ? trdma_qp_get(tdev, be32_to_cpu(h->dst_qpn)) : NULL;
+	rv = 0;
+	if (qp) {
+		mutex_lock(&qp->state_mutex);
+		if (qp->state >= IB_QPS_RTR && trdma_pending_qp_waits(qp, h))
+			trdma_pending_attach(p, qp);
+		else
+			rv = -ECONNREFUSED;
+		mutex_unlock(&qp->state_mutex);
+		trdma_qp_put(qp);
+	} else {
+		rv = -ENOENT;
+	}
+	if (tdev)
+		ib_device_put(&tdev->ibdev);
+	if (rv) {
+		pr_debug("trdma: confirmed connection to QP %u: the QP no longer waits for it\n",
+			 be32_to_cpu(h->dst_qpn));
+		trdma_pending_close(p);
+	}
+	return 0;
+}
+
+/*
  * The bytes of the hello to read: the hello, then its nonce if it has the
  * flag (a fixed length, whatever the peer sends).
  */
@@ -1142,6 +1390,11 @@ static void trdma_pending_scan(struct work_struct *work)
 	list_for_each_entry_safe(p, next, &trdma_pending_list, list) {
 		int rv;
 
+		if (p->confirming) {
+			if (trdma_pending_confirm(p) == -EAGAIN)
+				again = true;
+			continue;
+		}
 		while (p->got < trdma_pending_want(p)) {
 			bool in_hello = p->got < sizeof(p->hello);
 			struct kvec iov = {
@@ -1168,6 +1421,12 @@ static void trdma_pending_scan(struct work_struct *work)
 						       -EAGAIN;
 		if (!rv)
 			continue;
+		/* ACCEPTed, encrypted: its confirmation may be in already. */
+		if (rv == -EAGAIN && p->confirming) {
+			if (trdma_pending_confirm(p) == -EAGAIN)
+				again = true;
+			continue;
+		}
 		if (rv != -EAGAIN) {
 			pr_debug("trdma: refusing connection: %d\n", rv);
 			trdma_pending_reject(p, rv);

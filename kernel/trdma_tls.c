@@ -7,14 +7,19 @@
  * the kernel's TLS ULP (tls.ko).  There is no TLS handshake: both ends hold
  * the device key, and the hellos carry a fresh 32-byte nonce from each side
  * (TRDMA_HELLO_TLS, docs/wire.md).  The key schedule (trdma_kdf.h, HKDF
- * with the crypto API's hmac(sha256)):
+ * with the crypto API's hmac(sha256), the transcript with its sha256):
  *
+ *   th  = SHA-256(REQ || nonce_req || ACCEPT || nonce_acc), as on the wire
  *   PRK = HKDF-Extract(salt = nonce_req || nonce_acc, IKM = device key)
- *   each direction: HKDF-Expand(PRK, "trdma tls1 req>acc" or "... acc>req"
- *                   || GID and QPN of both ends, 28) = key || salt || iv
+ *   each direction: HKDF-Expand(PRK, "trdma tls2 req>acc" or "... acc>req"
+ *                   || GID and QPN of both ends || th, 28) = key || salt || iv
+ *   each side's confirmation: HKDF-Expand(PRK, "trdma tls2 req fin" or
+ *                   "... acc fin" || the same, 32)
  *
  * The ULP is installed right after the hellos, before either side sends a
- * segment, on both sides alike (trdma_cm_attach()).  Transmit goes through
+ * segment, on both sides alike (trdma_tls_install()); each side's first
+ * record is its confirmation, and a connection binds to its QP only once
+ * the peer's is read and right (trdma_cm.c).  Transmit goes through
  * the socket as on a clear link (pages by reference: kTLS encrypts from
  * them into its record, no copy first).  Receive cannot use tcp_read_sock()
  * under kTLS: tls_rx_work reads decrypted bytes with recvmsg into a buffer
@@ -26,6 +31,7 @@
  * no socket; tls_rx_work is the only reader of the socket and of qp->rx
  * while the link is encrypted, and is cancelled before the socket goes.
  */
+#include <crypto/algapi.h>
 #include <crypto/hash.h>
 #include <linux/kmod.h>
 #include <linux/net.h>
@@ -73,18 +79,13 @@ int trdma_tls_set(struct trdma_dev *tdev, bool on)
 	return rv;
 }
 
-/* trdma_hmac_fn of the crypto API: ctx is an hmac(sha256) transform. */
-static int trdma_tls_hmac(void *ctx, const u8 *key, size_t keylen,
-			  const u8 *const *data, const size_t *len, int n,
-			  u8 *out)
+/* data[0] || ... || data[n - 1] through the (keyed) transform. */
+static int trdma_tls_shash(struct crypto_shash *tfm, const u8 *const *data,
+			   const size_t *len, int n, u8 *out)
 {
-	struct crypto_shash *tfm = ctx;
 	SHASH_DESC_ON_STACK(desc, tfm);
 	int i, rv;
 
-	rv = crypto_shash_setkey(tfm, key, keylen);
-	if (rv)
-		return rv;
 	desc->tfm = tfm;
 	rv = crypto_shash_init(desc);
 	for (i = 0; !rv && i < n; i++)
@@ -96,19 +97,62 @@ static int trdma_tls_hmac(void *ctx, const u8 *key, size_t keylen,
 	return rv;
 }
 
-/* The key material of both directions of the QP's connection. */
-static int trdma_tls_derive(struct trdma_qp *qp,
-			    const struct trdma_tls_hs *hs,
-			    struct trdma_kdf_dir *tx, struct trdma_kdf_dir *rx)
+/* trdma_hmac_fn of the crypto API: ctx is an hmac(sha256) transform. */
+static int trdma_tls_hmac(void *ctx, const u8 *key, size_t keylen,
+			  const u8 *const *data, const size_t *len, int n,
+			  u8 *out)
+{
+	int rv = crypto_shash_setkey(ctx, key, keylen);
+
+	return rv ? rv : trdma_tls_shash(ctx, data, len, n, out);
+}
+
+/* trdma_hash_fn of the crypto API: ctx is a sha256 transform. */
+static int trdma_tls_sha256(void *ctx, const u8 *const *data,
+			    const size_t *len, int n, u8 *out)
+{
+	return trdma_tls_shash(ctx, data, len, n, out);
+}
+
+/*
+ * The transcript hash of the connection's hellos: the REQ req and the
+ * ACCEPT acc (for a QP connected to itself, its own REQ twice), each with
+ * its nonce, as they went on the wire.
+ */
+static int trdma_tls_transcript(const struct trdma_tls_hs *hs,
+				const struct trdma_hello *req,
+				const struct trdma_hello *acc, u8 *th)
+{
+	struct crypto_shash *tfm = crypto_alloc_shash("sha256", 0, 0);
+	int rv;
+
+	if (IS_ERR(tfm))
+		return PTR_ERR(tfm);
+	rv = trdma_kdf_transcript(trdma_tls_sha256, tfm, (const u8 *)req,
+				  sizeof(*req), hs->nonce_req,
+				  (const u8 *)acc, sizeof(*acc),
+				  hs->nonce_acc, th);
+	crypto_free_shash(tfm);
+	return rv;
+}
+
+/*
+ * The key material of both directions of the QP's connection, our key
+ * confirmation (mine) and the peer's as it must be (hs->confirm).
+ */
+static int trdma_tls_derive(struct trdma_qp *qp, struct trdma_tls_hs *hs,
+			    const u8 *th, struct trdma_kdf_dir *tx,
+			    struct trdma_kdf_dir *rx, u8 *mine)
 {
 	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
-	struct trdma_kdf_dir to_acc, to_req;
+	struct trdma_kdf_out o;
 	struct trdma_kdf_ends e;
 	u8 key[TCP_MD5SIG_MAXKEYLEN];
 	struct crypto_shash *tfm;
 	u8 keylen;
 	int rv;
 
+	BUILD_BUG_ON(sizeof(hs->confirm) != TRDMA_KDF_CONFIRM_LEN);
 	if (hs->active) {
 		memcpy(e.req_gid, grh->sgid_attr->gid.raw, 16);
 		e.req_qpn = qp->ibqp.qp_num;
@@ -129,17 +173,20 @@ static int trdma_tls_derive(struct trdma_qp *qp,
 		goto out;
 	}
 	rv = trdma_kdf_keys(trdma_tls_hmac, tfm, key, keylen, hs->nonce_req,
-			    hs->nonce_acc, &e, &to_acc, &to_req);
+			    hs->nonce_acc, &e, th, &o);
 	crypto_free_shash(tfm);
 	if (rv)
 		goto out;
 	/* A QP connected to itself reads back what it sends. */
-	*tx = hs->active ? to_acc : to_req;
-	*rx = hs->self ? *tx : hs->active ? to_req : to_acc;
+	*tx = hs->active ? o.to_acc : o.to_req;
+	*rx = hs->self ? *tx : hs->active ? o.to_req : o.to_acc;
+	memcpy(mine, hs->active ? o.fin_req : o.fin_acc,
+	       TRDMA_KDF_CONFIRM_LEN);
+	memcpy(hs->confirm, hs->self ? mine :
+	       hs->active ? o.fin_acc : o.fin_req, TRDMA_KDF_CONFIRM_LEN);
 out:
 	memzero_explicit(key, sizeof(key));
-	memzero_explicit(&to_acc, sizeof(to_acc));
-	memzero_explicit(&to_req, sizeof(to_req));
+	memzero_explicit(&o, sizeof(o));
 	return rv;
 }
 
@@ -166,20 +213,30 @@ static int trdma_tls_setkey(struct socket *sock, int dir,
 }
 
 /*
- * Makes the QP's greeted connection an encrypted one: keys derived, the TLS
- * ULP installed with them both ways, the receive buffer ready.  Before any
- * segment goes either way, and before the socket's callbacks are the QP's
- * (trdma_cm_attach()).  Under state_mutex; process context.
+ * Makes a greeted connection an encrypted one, right after the hellos
+ * (req, the connecting side's, and acc, the accepting side's, both as on
+ * the wire, with the nonces in hs): the transcript hash, the keys, the TLS
+ * ULP installed with them both ways, and our key confirmation sent as the
+ * first record.  What the peer's confirmation must be is left in
+ * hs->confirm; it is read and checked by the caller before the connection
+ * binds to the QP (trdma_tls_confirmed()).  Sends without waiting: the
+ * accepting side runs this on its accept work.  Process context.
  */
-int trdma_tls_start(struct trdma_qp *qp, struct socket *sock,
-		    const struct trdma_tls_hs *hs)
+int trdma_tls_install(struct trdma_qp *qp, struct socket *sock,
+		      struct trdma_tls_hs *hs, const struct trdma_hello *req,
+		      const struct trdma_hello *acc)
 {
+	u8 th[TRDMA_KDF_HASH_LEN], mine[TRDMA_KDF_CONFIRM_LEN];
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | MSG_DONTWAIT };
+	struct kvec iov = { .iov_base = mine, .iov_len = sizeof(mine) };
 	char ulp[] = "tls";
 	struct trdma_kdf_dir tx, rx;
 	int rv;
 
-	lockdep_assert_held(&qp->state_mutex);
-	rv = trdma_tls_derive(qp, hs, &tx, &rx);
+	rv = trdma_tls_transcript(hs, req, acc, th);
+	if (rv)
+		return rv;
+	rv = trdma_tls_derive(qp, hs, th, &tx, &rx, mine);
 	if (rv)
 		return rv;
 	rv = sock->ops->setsockopt(sock, SOL_TCP, TCP_ULP,
@@ -190,8 +247,30 @@ int trdma_tls_start(struct trdma_qp *qp, struct socket *sock,
 		rv = trdma_tls_setkey(sock, TLS_RX, &rx);
 	memzero_explicit(&tx, sizeof(tx));
 	memzero_explicit(&rx, sizeof(rx));
-	if (rv)
-		return rv;
+	/* One record of its own: the peer reads exactly these bytes first. */
+	if (!rv) {
+		rv = kernel_sendmsg(sock, &msg, &iov, 1, sizeof(mine));
+		rv = rv == sizeof(mine) ? 0 : (rv < 0 ? rv : -EIO);
+	}
+	memzero_explicit(mine, sizeof(mine));
+	return rv;
+}
+
+/* Whether got is the peer's key confirmation hs->confirm (constant time). */
+bool trdma_tls_confirmed(const struct trdma_tls_hs *hs, const u8 *got)
+{
+	return !crypto_memneq(hs->confirm, got, sizeof(hs->confirm));
+}
+
+/*
+ * The QP takes the encrypted connection (trdma_tls_install()ed, confirmed):
+ * its receive path reads through kTLS from now on.  Before the socket's
+ * callbacks are the QP's (trdma_cm_attach()).  Under state_mutex; process
+ * context.
+ */
+int trdma_tls_start(struct trdma_qp *qp)
+{
+	lockdep_assert_held(&qp->state_mutex);
 	qp->tls_rx_skb = alloc_skb(TRDMA_TLS_RX_BUF, GFP_KERNEL);
 	if (!qp->tls_rx_skb)
 		return -ENOMEM;

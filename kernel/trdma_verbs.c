@@ -124,6 +124,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_REFUSED_TLS].name = "refused_tls",
 	[TRDMA_CNT_TLS_CONNECTIONS].name = "tls_connections",
 	[TRDMA_CNT_TLS_RX_ERRORS].name = "tls_rx_errors",
+	[TRDMA_CNT_REFUSED_TLS_CONFIRM].name = "refused_tls_confirm",
 	[TRDMA_CNT_ODP_RX_FAULTS].name = "odp_rx_faults",
 	[TRDMA_CNT_ODP_INVAL].name = "odp_invalidations",
 };

@@ -101,9 +101,10 @@ same fields-default-no-exid expected-default
 ts fields-other "${other[@]}" -r "$work/trdma.pcap" -T fields "${e[@]}"
 same fields-other expected-other
 
-# The Info column of every frame with a hello, segment or UD datagram.
-info=(-Y "trdma.hello || trdma.bth || trdma.ud" -T fields -e frame.number
-	-e _ws.col.Info)
+# The Info column of every frame with a hello, segment, TLS record or UD
+# datagram.
+info=(-Y "trdma.hello || trdma.bth || trdma.tls_record || trdma.ud"
+	-T fields -e frame.number -e _ws.col.Info)
 ts info-default -r "$work/trdma.pcap" "${info[@]}"
 same info-default info-default
 ts info-other "${other[@]}" -r "$work/trdma.pcap" "${info[@]}"

@@ -17,8 +17,8 @@
  *                        "default" (TCP 4791, UDP 4792) or "other"
  *                        (trdma.tcp_port 18515, trdma.udp_port 18516).
  * OUTDIR/info-PREFS      frame number and Info column of every frame the
- *                        dissector decodes a trdma segment, hello or UD
- *                        datagram in.
+ *                        dissector decodes a trdma segment, hello, TLS
+ *                        record or UD datagram in.
  * OUTDIR/filters         lines "FILTER<tab>FRAMES": the frames (comma
  *                        separated, maybe none) a display filter must match
  *                        with the default preferences.
@@ -37,6 +37,9 @@
  *  3. port 4791: a hello REJECT.
  *  4. port 18515: hellos, SEND_ONLY, ACK: decoded only with the port
  *     preference set to 18515; its TCP options are decoded regardless.
+ *  5. port 4791: an encrypted link: hellos with the TLS flag and nonces,
+ *     then TLS records (key confirmations, data; one across two TCP
+ *     segments, two in one), without the trdma TCP option.
  *
  * Then UD datagrams, one UDP datagram each (from and to the UD port): a
  * UD_SEND_ONLY, a UD_SEND_ONLY_IMM back, two QP1 MADs (the second with a
@@ -251,6 +254,7 @@ struct Pdu {
 	uint32_t start = 0;		/* relative seq of its first byte */
 	Bytes bytes;
 	bool hello = false;
+	bool record = false;		/* a TLS record of an encrypted link */
 	uint8_t opcode = 0;
 	uint32_t qpn = 0, msn = 0;
 	bool stopped = false;		/* not decoded: a malformed one before */
@@ -343,7 +347,7 @@ public:
 
 	/* Queues a hello from side a; sq_psn >= 0: a REQ's proof of it. */
 	void hello(Side &a, uint8_t type, uint32_t start_msn, uint32_t status,
-		   int64_t sq_psn = -1)
+		   int64_t sq_psn = -1, const Bytes *nonce = nullptr)
 	{
 		Side &b = peer(a);
 		trdma_hello h{};
@@ -363,9 +367,14 @@ public:
 			h.flags = htobe16(TRDMA_HELLO_SQ_PSN);
 			h.sq_psn = htobe32((uint32_t)sq_psn);
 		}
+		if (nonce)
+			h.flags |= htobe16(TRDMA_HELLO_TLS);
 		gid(h.src_gid, a.ip);
 		gid(h.dst_gid, b.ip);
 		append(p->bytes, h);
+		if (nonce)
+			p->bytes.insert(p->bytes.end(), nonce->begin(),
+					nonce->end());
 
 		static const char *const types[] = {"", "REQ", "ACCEPT",
 						    "REJECT"};
@@ -381,9 +390,13 @@ public:
 		f["trdma.hello.max_rd_atomic"] = dec(8);
 		f["trdma.hello.max_dest_rd_atomic"] = dec(16);
 		f["trdma.hello.status"] = dec(status);
-		f["trdma.hello.flags"] = hex16(sq_psn >= 0 ? TRDMA_HELLO_SQ_PSN : 0);
+		f["trdma.hello.flags"] = hex16((sq_psn >= 0 ? TRDMA_HELLO_SQ_PSN : 0) |
+					       (nonce ? TRDMA_HELLO_TLS : 0));
 		f["trdma.hello.flags.sq_psn"] = boolean(sq_psn >= 0);
 		f["trdma.hello.flags.uc"] = boolean(false);
+		f["trdma.hello.flags.tls"] = boolean(nonce != nullptr);
+		if (nonce)
+			f["trdma.hello.nonce"] = hexbytes(*nonce);
 		f["trdma.hello.sq_psn"] = dec(sq_psn >= 0 ? (uint32_t)sq_psn : 0);
 		f["trdma.hello.src_gid"] = gid_str(a.ip);
 		f["trdma.hello.dst_gid"] = gid_str(b.ip);
@@ -391,8 +404,28 @@ public:
 			      types[type], a.qpn, b.qpn, start_msn);
 		if (sq_psn >= 0)
 			p->info += fmt(" sq_psn=%u", (uint32_t)sq_psn);
+		if (nonce)
+			p->info += " tls";
 		if (type == TRDMA_HELLO_REJECT)
 			p->info += fmt(" status=%u", status);
+		queue(a, p);
+	}
+
+	/*
+	 * Queues a TLS 1.3 application-data record of len bytes after its
+	 * header (ciphertext: bytes that mean nothing, here a counter from
+	 * seed) from side a: an encrypted link's stream after the hellos.
+	 */
+	void record(Side &a, uint16_t len, uint8_t seed)
+	{
+		auto p = std::make_shared<Pdu>();
+
+		p->record = true;
+		p->bytes = {0x17, 0x03, 0x03, uint8_t(len >> 8), uint8_t(len)};
+		for (uint16_t i = 0; i < len; i++)
+			p->bytes.push_back(uint8_t(seed + 7 * i));
+		p->fields["trdma.tls_record.length"] = dec(len);
+		p->info = fmt("TLS record, %u bytes (encrypted)", len);
 		queue(a, p);
 	}
 
@@ -458,7 +491,8 @@ public:
 			Frame fr;
 			Bytes o = ts_options(a);
 
-			if (!first->hello) {
+			/* Encrypted links carry no trdma TCP option. */
+			if (!first->hello && !first->record) {
 				trdma_tcp_opt opt{};
 
 				fr.has_opt = true;
@@ -961,6 +995,36 @@ void conn_reject(Capture &cap)
 	k.close();
 }
 
+/*
+ * Connection 5: an encrypted link: hellos with the TLS flag and a nonce
+ * each, then each side's key confirmation (one record of 32 bytes, the
+ * content type and the tag: 49), then data records, one of them across two
+ * TCP segments and two in one; no trdma TCP option.
+ */
+void conn_tls(Capture &cap)
+{
+	Conn k(cap, 40005, TRDMA_DEFAULT_PORT, 0x31415926, 0x27182818, 50, 51);
+	Bytes nreq, nacc;
+
+	for (int i = 0; i < TRDMA_HELLO_NONCE_LEN; i++) {
+		nreq.push_back(0xa0 + i);
+		nacc.push_back(0x30 + 3 * i);
+	}
+	k.handshake();
+	k.hello(k.c, TRDMA_HELLO_REQ, 900, 0, 800, &nreq);
+	k.send(k.c, {64 + 32});
+	k.hello(k.s, TRDMA_HELLO_ACCEPT, 800, 0, -1, &nacc);
+	k.record(k.s, 49, 1);
+	k.send(k.s, {64 + 32 + 5 + 49});
+	k.record(k.c, 49, 2);
+	k.record(k.c, 1200, 3);
+	k.send(k.c, {5 + 49, 700, 505});
+	k.record(k.s, 17 + 28, 4);
+	k.record(k.s, 17 + 36, 5);
+	k.send(k.s, {5 + 45 + 5 + 53});
+	k.close();
+}
+
 /* Connection 4: another port. */
 void conn_other_port(Capture &cap)
 {
@@ -1250,6 +1314,9 @@ const char *const kFields[] = {
 	"trdma.hello.max_rd_atomic",
 	"trdma.hello.max_dest_rd_atomic",
 	"trdma.hello.status",
+	"trdma.hello.flags.tls",
+	"trdma.hello.nonce",
+	"trdma.tls_record.length",
 	"trdma.hello.src_gid",
 	"trdma.hello.dst_gid",
 	"trdma.bth.opcode",
@@ -1446,6 +1513,7 @@ int main(int argc, char **argv)
 		conn_malformed(*cap);
 		conn_reject(*cap);
 		conn_other_port(*cap);
+		conn_tls(*cap);
 		datagrams(*cap);
 
 		std::ofstream fields(dir + "/fields");

@@ -33,12 +33,15 @@
 --             have to go back to TCP's handle, and Lua cannot pass on the
 --             TCP header that handle needs for Fast Open cookies.)
 
-local WIRE_VERSION = 3
+local WIRE_VERSION = 4
 local DEFAULT_PORT = 4791
 local DEFAULT_UD_PORT = 4792
 local DETH_LEN = 8
 local HELLO_MAGIC = 0x5452444d          -- "TRDM"
 local HELLO_LEN = 64
+local HELLO_TLS = 0x0004                 -- a nonce follows; then TLS records
+local NONCE_LEN = 32
+local TLS_HDR_LEN = 5                   -- a TLS record's header
 local BTH_LEN = 20
 local MAX_SEG = 64 * 1024               -- longest payload of one segment
 local TCPOPT_KIND = 254
@@ -200,6 +203,14 @@ local pf = {
                                         "sq_psn set", 16, nil, 0x0001),
     hello_flag_uc = ProtoField.bool("trdma.hello.flags.uc", "UC QP", 16,
                                     nil, 0x0002),
+    hello_flag_tls = ProtoField.bool("trdma.hello.flags.tls",
+                                     "Encrypted link (TLS)", 16, nil,
+                                     HELLO_TLS),
+    hello_nonce = ProtoField.bytes("trdma.hello.nonce", "Nonce"),
+    tls_record = ProtoField.none("trdma.tls_record",
+                                 "TLS record (encrypted)"),
+    tls_record_len = ProtoField.uint16("trdma.tls_record.length",
+                                       "Record length", base.DEC),
     hello_src_qpn = ProtoField.uint32("trdma.hello.src_qpn", "Source QPN",
                                       base.DEC),
     hello_dst_qpn = ProtoField.uint32("trdma.hello.dst_qpn",
@@ -364,9 +375,15 @@ trdma.prefs.udp_port = Pref.uint("UDP port", DEFAULT_UD_PORT,
 -- (The key is made of pinfo's addresses and ports, not tcp.stream: fields
 -- of other protocols cannot be read when tshark dissects without a tree.)
 local stopped = {}
+-- Directions of encrypted links: encrypted[key] lists ranges { first =
+-- frame holding a hello with the TLS flag, last = frame of the next hello
+-- on the same addresses and ports, or nil }: after the hello (and its
+-- nonce) that direction is TLS records.  Filled in like stopped.
+local encrypted = {}
 
 function trdma.init()
     stopped = {}
+    encrypted = {}
 end
 
 local function direction_key(pinfo)
@@ -382,6 +399,30 @@ local function stopped_range(key, number)
         end
     end
     return nil
+end
+
+-- The range of encrypted[key] that frame number falls into, if any.
+local function encrypted_range(key, number)
+    for _, r in ipairs(encrypted[key] or {}) do
+        if number >= r.first and (not r.last or number < r.last) then
+            return r
+        end
+    end
+    return nil
+end
+
+-- A hello in frame number, with or without the TLS flag: the direction's
+-- earlier encrypted range ends there, and a new one starts with it.
+local function note_hello(pinfo, tls)
+    if pinfo.visited then return end
+    local key, number = direction_key(pinfo), pinfo.number
+    local r = encrypted_range(key, number)
+    if r and r.first == number then return end
+    if r then r.last = number end
+    if tls then
+        encrypted[key] = encrypted[key] or {}
+        table.insert(encrypted[key], { first = number })
+    end
 end
 
 -- Is there a plausible hello at offset?  The magic's first byte, 0x54, is
@@ -408,8 +449,20 @@ end
 -- dissect_tcp_pdus: the length of the PDU at offset (at least BTH_LEN bytes
 -- are there).  A segment whose length cannot be known, or must not be
 -- trusted, takes the rest of the TCP data; dissect_pdu() flags it.
+local function hello_has_nonce(tvb, offset)
+    return bit32.band(tvb(offset + 6, 2):uint(), HELLO_TLS) ~= 0
+        and tvb(offset + 5, 1):uint() ~= 3
+end
+
 local function get_pdu_len(tvb, pinfo, offset)
-    if is_hello(tvb, offset) then return HELLO_LEN end
+    if is_hello(tvb, offset) then
+        local tls = hello_has_nonce(tvb, offset)
+        note_hello(pinfo, tls)
+        return HELLO_LEN + (tls and NONCE_LEN or 0)
+    end
+    if encrypted_range(direction_key(pinfo), pinfo.number) then
+        return TLS_HDR_LEN + tvb(offset + 3, 2):uint()
+    end
     local hlen = hdr_len(tvb(offset, 1):uint(), tvb(offset + 1, 1):uint())
     local length = tvb(offset + 16, 4):uint()
     if not hlen or length > MAX_SEG then
@@ -419,14 +472,17 @@ local function get_pdu_len(tvb, pinfo, offset)
 end
 
 local function dissect_hello(tvb, tree)
-    local t = tree:add(pf.hello, tvb(0, HELLO_LEN))
+    local tls = hello_has_nonce(tvb, 0)
+    local t = tree:add(pf.hello, tvb(0, math.min(tvb:len(),
+        HELLO_LEN + (tls and NONCE_LEN or 0))))
     t:add(pf.hello_magic, tvb(0, 4))
     t:add(pf.hello_version, tvb(4, 1))
     t:add(pf.hello_type, tvb(5, 1))
     local fl = t:add(pf.hello_flags, tvb(6, 2))
     fl:add(pf.hello_flag_sq_psn, tvb(6, 2))
     fl:add(pf.hello_flag_uc, tvb(6, 2))
-    if bit32.band(tvb(6, 2):uint(), 0xfffc) ~= 0 then
+    fl:add(pf.hello_flag_tls, tvb(6, 2))
+    if bit32.band(tvb(6, 2):uint(), 0xfff8) ~= 0 then
         fl:add_proto_expert_info(ef.reserved)
     end
     t:add(pf.hello_src_qpn, tvb(8, 4))
@@ -440,6 +496,9 @@ local function dissect_hello(tvb, tree)
     t:add(pf.hello_sq_psn, tvb(28, 4))
     t:add(pf.hello_src_gid, tvb(32, 16))
     t:add(pf.hello_dst_gid, tvb(48, 16))
+    if tls and tvb:len() >= HELLO_LEN + NONCE_LEN then
+        t:add(pf.hello_nonce, tvb(HELLO_LEN, NONCE_LEN))
+    end
 
     local htype = tvb(5, 1):uint()
     local text = string.format("HELLO %s src_qpn=%d dst_qpn=%d start_msn=%d",
@@ -448,6 +507,7 @@ local function dissect_hello(tvb, tree)
     if bit32.band(tvb(6, 2):uint(), 1) ~= 0 then
         text = text .. string.format(" sq_psn=%d", tvb(28, 4):uint())
     end
+    if tls then text = text .. " tls" end
     if htype == 3 then
         text = text .. string.format(" status=%d", tvb(24, 4):uint())
         st:add_proto_expert_info(ef.reject)
@@ -554,6 +614,18 @@ local function dissect_pdu(tvb, pinfo, tree)
 
     if is_hello(tvb, 0) then
         local text = dissect_hello(tvb, t)
+        t:append_text(", " .. text)
+        add_info(pinfo, text)
+        return tvb:len()
+    end
+
+    -- An encrypted link after its hello: TLS 1.3 records (the first of
+    -- each direction is its sender's key confirmation), not decrypted.
+    if encrypted_range(direction_key(pinfo), pinfo.number) then
+        local r = t:add(pf.tls_record, tvb())
+        r:add(pf.tls_record_len, tvb(3, 2))
+        local text = string.format("TLS record, %d bytes (encrypted)",
+                                   tvb(3, 2):uint())
         t:append_text(", " .. text)
         add_info(pinfo, text)
         return tvb:len()

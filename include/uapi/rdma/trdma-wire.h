@@ -16,7 +16,7 @@
 
 #include <linux/types.h>
 
-#define TRDMA_WIRE_VERSION	3
+#define TRDMA_WIRE_VERSION	4
 #define TRDMA_DEFAULT_PORT	4791
 #define TRDMA_HELLO_MAGIC	0x5452444dU	/* "TRDM" */
 
@@ -37,8 +37,12 @@ enum trdma_hello_type {
  * The sender's device encrypts its links (kernel TLS, docs/security.md;
  * REQ and ACCEPT): TRDMA_HELLO_NONCE_LEN fresh random bytes follow the
  * hello, and from the byte after them each direction is a TLS 1.3 record
- * stream with keys derived from the device key and both nonces.  A device
- * that encrypts binds only to a peer that does, and the other way round.
+ * stream with keys derived from the device key, both nonces and the
+ * SHA-256 of both hellos as sent (REQ and nonce, then ACCEPT and nonce).
+ * Each direction's first record is its sender's 32-byte key confirmation;
+ * a connection binds to its QP once the peer's is checked (wire version
+ * 4).  A device that encrypts binds only to a peer that does, and the
+ * other way round.
  */
 #define TRDMA_HELLO_TLS		0x0004
 #define TRDMA_HELLO_NONCE_LEN	32
