@@ -900,6 +900,8 @@ void trdma_imr_free(struct trdma_mr *mr);
 struct ib_umem_odp *trdma_imr_child(struct trdma_mr *mr, unsigned long uva);
 struct ib_umem_odp *trdma_imr_child_make(struct trdma_mr *mr,
 					 unsigned long uva);
+unsigned long trdma_imr_fault_end(struct trdma_mr *mr, unsigned long uva,
+				  unsigned long end);
 void trdma_imr_inv_begin(struct trdma_mr *mr);
 void trdma_imr_inv_end(struct trdma_mr *mr);
 #else

@@ -397,6 +397,9 @@ static void trdma_odp_work(struct work_struct *work)
 	mr->want_lo = 0;
 	mr->want_hi = 0;
 	spin_unlock_irqrestore(&mr->odp_lock, flags);
+	/* Implicit: the pages ahead only in the same mapping. */
+	if (hi > lo && mr->imr)
+		hi = trdma_imr_fault_end(mr, lo, hi);
 	if (hi > lo) {
 		rv = trdma_odp_fault(mr, lo, hi - lo, true);
 		if (rv && rv != -EBUSY) {

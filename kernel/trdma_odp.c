@@ -126,6 +126,28 @@ static bool trdma_imr_mapped(struct trdma_imr *imr, unsigned long uva)
 }
 
 /*
+ * Where a fault of the receive path from uva to end (pages ahead of the
+ * one asked for) stops: at the end of the mapping holding uva, so that it
+ * never populates some other mapping of the process.  Process context.
+ */
+unsigned long trdma_imr_fault_end(struct trdma_mr *mr, unsigned long uva,
+				  unsigned long end)
+{
+	struct trdma_imr *imr = mr->imr;
+	struct vm_area_struct *vma;
+
+	if (!mmget_not_zero(imr->mm))
+		return end;
+	mmap_read_lock(imr->mm);
+	vma = vma_lookup(imr->mm, uva);
+	if (vma)
+		end = min(end, vma->vm_end);
+	mmap_read_unlock(imr->mm);
+	mmput(imr->mm);
+	return end;
+}
+
+/*
  * The child of mr's chunk holding uva (below the MR's end), made if it is
  * not there yet.  Process context.  ERR_PTR(-EFAULT) when the process has
  * no memory at uva (and there was no child).
