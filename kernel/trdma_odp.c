@@ -111,7 +111,11 @@ struct ib_umem_odp *trdma_imr_child(struct trdma_mr *mr, unsigned long uva)
 	return xa_load(&mr->imr->children, uva >> TRDMA_IMR_CHILD_SHIFT);
 }
 
-/* Whether the process has memory at uva. */
+/*
+ * Whether the process has memory at uva.  The callers may hold a QP's
+ * tx_mutex: where the process exited meanwhile and this is the last user
+ * of its address space, mmput_async() tears it down elsewhere.
+ */
 static bool trdma_imr_mapped(struct trdma_imr *imr, unsigned long uva)
 {
 	bool mapped;
@@ -121,7 +125,7 @@ static bool trdma_imr_mapped(struct trdma_imr *imr, unsigned long uva)
 	mmap_read_lock(imr->mm);
 	mapped = vma_lookup(imr->mm, uva);
 	mmap_read_unlock(imr->mm);
-	mmput(imr->mm);
+	mmput_async(imr->mm);
 	return mapped;
 }
 
@@ -143,7 +147,7 @@ unsigned long trdma_imr_fault_end(struct trdma_mr *mr, unsigned long uva,
 	if (vma)
 		end = min(end, vma->vm_end);
 	mmap_read_unlock(imr->mm);
-	mmput(imr->mm);
+	mmput_async(imr->mm);
 	return end;
 }
 
