@@ -891,7 +891,7 @@ enum ib_wc_status trdma_mw_bind(struct trdma_qp *qp,
 
 /* trdma_odp.c: implicit ODP MRs */
 #define TRDMA_IMR_CHILD_SHIFT	21
-#define TRDMA_IMR_CHILD_SIZE	(1UL << TRDMA_IMR_CHILD_SHIFT)
+#define TRDMA_IMR_CHILD_SIZE	BIT(TRDMA_IMR_CHILD_SHIFT)
 #ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
 struct mmu_interval_notifier_ops;
 int trdma_imr_init(struct trdma_mr *mr, struct ib_device *ibdev, int access,
