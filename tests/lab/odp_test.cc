@@ -679,6 +679,56 @@ TEST_F(ImplicitOdpTest, DontneedRacesWrites) {
   EXPECT_TRUE(IsPattern(map + kChunk - 5000, len, 106));
 }
 
+// Invalidations of two chunks at once (munmap + mmap of one, MADV_DONTNEED
+// of the other, from two threads) racing WRITEs into both: each WRITE
+// completes once, successfully or (its memory gone at that moment) with a
+// remote access error that ends the stream.
+TEST_F(ImplicitOdpTest, MunmapRacesWrites) {
+  uint8_t *map = MapAligned(2 * kChunk);
+  ASSERT_NE(map, nullptr);
+  std::atomic<bool> stop{false};
+  std::thread t1([&] {
+    while (!stop) {
+      munmap(map, kChunk);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      mmap(map, kChunk, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  });
+  std::thread t2([&] {
+    while (!stop) {
+      madvise(map + kChunk, kChunk, MADV_DONTNEED);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  const uint32_t len = 64 << 10;
+  Pattern(a_.buf.data(), len, 116);
+  int ok = 0, failed = 0;
+  for (int i = 0; i < 200 && !failed; i++) {
+    // Alternately into each chunk, and across the boundary.
+    size_t off = i % 3 == 2 ? kChunk - len / 2
+                            : (i % 3) * kChunk + (i % 7) * len;
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, Sges(a_, 0, len, 1),
+                       Addr(map + off), imr_->rkey),
+              0);
+    ibv_wc wc = Wait(a_.cq);
+    EXPECT_EQ(wc.wr_id, static_cast<uint64_t>(i));
+    if (wc.status == IBV_WC_SUCCESS)
+      ok++;
+    else if (wc.status == IBV_WC_REM_ACCESS_ERR)
+      failed++;
+    else
+      ADD_FAILURE() << "status " << wc.status;
+  }
+  stop = true;
+  t1.join();
+  t2.join();
+  EXPECT_GT(ok + failed, 0);
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);
+}
+
 // ibv_advise_mr() on the implicit MR: a prefetch of new memory makes its
 // chunks and pages ready (the WRITE after it needs no fault of the
 // receive path); a prefetch of memory that is not there fails (EFAULT).
