@@ -20,11 +20,12 @@
  * of N bytes uses about N / 2 MiB children and as many interval notifiers
  * of the process.
  *
- * Children are made in process context only (a verb, or odp_work for the
- * receive path, which looks children up and never allocates), and only
- * for a chunk where the process has memory at the faulting address: what
- * a peer holding the rkey can make the kernel allocate is bounded by what
- * the process maps.  They are kept until dereg (a chunk whose memory went
+ * Children are made in process context only (ibv_advise_mr(), the
+ * transmitter faulting a source page or a READ's local buffer in, or
+ * odp_work for the receive path, which itself only looks children up),
+ * and only for a chunk where the process has memory at the faulting
+ * address: what a peer holding the rkey can make the kernel allocate is
+ * bounded by what the process maps.  They are kept until dereg (a chunk whose memory went
  * away keeps its child, mapping nothing, until then), so a lookup under
  * an MR reference needs no lock and no grace period.
  *
