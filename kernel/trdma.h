@@ -116,6 +116,7 @@ enum trdma_counter {
 	TRDMA_CNT_REFUSED_TLS_CONFIRM,
 	TRDMA_CNT_ODP_RX_FAULTS,
 	TRDMA_CNT_ODP_INVAL,
+	TRDMA_CNT_ODP_IMR_CHILDREN,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -343,6 +344,14 @@ struct trdma_mr {
 	unsigned long want_lo, want_hi;
 	unsigned long bad_lo, bad_hi;
 	struct work_struct odp_work;
+	/*
+	 * An implicit ODP MR (the whole user address space, trdma_odp.c):
+	 * odp is then the implicit root, which maps nothing, and the pages
+	 * are in children, one ib_umem_odp per TRDMA_IMR_CHILD_SIZE chunk,
+	 * each made on first use and kept until dereg; iova is 0 and length
+	 * the end of the user address space.  NULL for any other MR.
+	 */
+	struct trdma_imr *imr;
 };
 
 /* A memory window: the ib_mw and its trdma_mr in mr_xa (see above). */
@@ -880,6 +889,25 @@ struct trdma_mr *trdma_rkey_get(struct trdma_qp *qp, u32 key, u64 va,
 				u64 len, int access);
 enum ib_wc_status trdma_mw_bind(struct trdma_qp *qp,
 				const struct trdma_sqe *sqe);
+
+/* trdma_odp.c: implicit ODP MRs */
+#define TRDMA_IMR_CHILD_SHIFT	21
+#define TRDMA_IMR_CHILD_SIZE	BIT(TRDMA_IMR_CHILD_SHIFT)
+#ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
+struct mmu_interval_notifier_ops;
+int trdma_imr_init(struct trdma_mr *mr, struct ib_device *ibdev, int access,
+		   const struct mmu_interval_notifier_ops *ops);
+void trdma_imr_free(struct trdma_mr *mr);
+struct ib_umem_odp *trdma_imr_child(struct trdma_mr *mr, unsigned long uva);
+struct ib_umem_odp *trdma_imr_child_make(struct trdma_mr *mr,
+					 unsigned long uva);
+unsigned long trdma_imr_fault_end(struct trdma_mr *mr, unsigned long uva,
+				  unsigned long end);
+void trdma_imr_inv_begin(struct trdma_mr *mr);
+void trdma_imr_inv_end(struct trdma_mr *mr);
+#else
+static inline void trdma_imr_free(struct trdma_mr *mr) {}
+#endif
 
 /* trdma_cm.c */
 int trdma_cm_init(void);

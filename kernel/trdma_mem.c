@@ -255,6 +255,7 @@ static void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr)
 	kvfree(mr->pages);
 	kfree(mr->fr_map);
 	kfree(mr->fr_live);
+	trdma_imr_free(mr);
 	if (mr->umem)
 		ib_umem_release(mr->umem);
 	atomic_dec(&tdev->counts.mr);
@@ -328,6 +329,19 @@ static unsigned long trdma_odp_uva(struct trdma_mr *mr, u64 va)
 }
 
 /*
+ * The umem holding user address uva of mr: the MR's own, or an implicit
+ * MR's child, made (process context) with make or looked up (NULL when
+ * there is none yet).
+ */
+static struct ib_umem_odp *trdma_odp_umem(struct trdma_mr *mr,
+					  unsigned long uva, bool make)
+{
+	if (!mr->imr)
+		return mr->odp;
+	return make ? trdma_imr_child_make(mr, uva) : trdma_imr_child(mr, uva);
+}
+
+/*
  * Faults [va, va + len) of mr in (process context): hmm_range_fault()
  * through ib_umem_odp.  0 or -errno (-EFAULT where the process has no
  * memory there).
@@ -352,6 +366,10 @@ static int trdma_odp_fault(struct trdma_mr *mr, u64 va, u64 len, bool write)
 
 		int tries = 3;
 
+		/* Implicit: the piece is inside one child (trdma_odp.c). */
+		odp = trdma_odp_umem(mr, uva, true);
+		if (IS_ERR(odp))
+			return PTR_ERR(odp);
 		/* -EBUSY: invalidations kept coming for hmm's timeout. */
 		do {
 			rv = ib_umem_odp_map_dma_and_lock(odp, uva, n,
@@ -379,6 +397,9 @@ static void trdma_odp_work(struct work_struct *work)
 	mr->want_lo = 0;
 	mr->want_hi = 0;
 	spin_unlock_irqrestore(&mr->odp_lock, flags);
+	/* Implicit: the pages ahead only in the same mapping. */
+	if (hi > lo && mr->imr)
+		hi = trdma_imr_fault_end(mr, lo, hi);
 	if (hi > lo) {
 		rv = trdma_odp_fault(mr, lo, hi - lo, true);
 		if (rv && rv != -EBUSY) {
@@ -445,15 +466,17 @@ static int trdma_odp_want(struct trdma_mr *mr, u64 va)
 static struct page *trdma_odp_page(struct trdma_mr *mr, u64 va, bool write,
 				   u32 *pg_off, int *why)
 {
-	struct ib_umem_odp *odp = mr->odp;
 	unsigned long uva = trdma_odp_uva(mr, va), flags;
-	size_t idx = (uva - ib_umem_start(odp)) >> odp->page_shift;
+	struct ib_umem_odp *odp = trdma_odp_umem(mr, uva, false);
 	struct page *page = NULL;
-	dma_addr_t dma;
+	dma_addr_t dma = 0;
 
 	*pg_off = offset_in_page(uva);
 	spin_lock_irqsave(&mr->odp_lock, flags);
-	dma = READ_ONCE(odp->dma_list[idx]);
+	/* An implicit MR's chunk without a child yet: not present. */
+	if (odp)
+		dma = READ_ONCE(odp->dma_list[(uva - ib_umem_start(odp)) >>
+					      odp->page_shift]);
 	if ((dma & (write ? ODP_WRITE_ALLOWED_BIT : ODP_READ_ALLOWED_BIT)) &&
 	    !(uva >= mr->inv_lo && uva < mr->inv_hi) &&
 	    !(write && mr->inv_hi > mr->inv_lo)) {
@@ -484,6 +507,8 @@ static bool trdma_odp_invalidate(struct mmu_interval_notifier *mni,
 	lo = max(range->start, ib_umem_start(odp));
 	hi = min(range->end, ib_umem_end(odp));
 	if (mr) {
+		/* Children of an implicit MR take turns (trdma_odp.c). */
+		trdma_imr_inv_begin(mr);
 		spin_lock_irqsave(&mr->odp_lock, flags);
 		mr->inv_lo = lo;
 		mr->inv_hi = hi;
@@ -497,6 +522,7 @@ static bool trdma_odp_invalidate(struct mmu_interval_notifier *mni,
 		mr->inv_lo = 0;
 		mr->inv_hi = 0;
 		spin_unlock_irqrestore(&mr->odp_lock, flags);
+		trdma_imr_inv_end(mr);
 		trdma_count(to_tdev(mr->ibmr.device), TRDMA_CNT_ODP_INVAL, 1);
 	}
 	mutex_unlock(&odp->umem_mutex);
@@ -512,9 +538,6 @@ static int trdma_odp_init(struct trdma_mr *mr, struct ib_device *ibdev,
 {
 	struct ib_umem_odp *odp;
 
-	/* Implicit ODP (the whole address space) is not offered. */
-	if (!start && length == U64_MAX)
-		return -EOPNOTSUPP;
 	if (access & IB_ACCESS_HUGETLB)
 		return -EOPNOTSUPP;
 	odp = ib_umem_odp_get(ibdev, start, length, access, &trdma_odp_ops);
@@ -527,6 +550,37 @@ static int trdma_odp_init(struct trdma_mr *mr, struct ib_device *ibdev,
 	mr->odp = odp;
 	mr->umem = &odp->umem;
 	return 0;
+}
+
+/*
+ * Implicit ODP: ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...)
+ * registers the whole user address space of the process, [0, TASK_SIZE),
+ * at iova 0 (trdma_odp.c).
+ */
+static struct ib_mr *trdma_reg_implicit_mr(struct ib_pd *ibpd, u64 iova,
+					   int access)
+{
+	struct trdma_dev *tdev = to_tdev(ibpd->device);
+	struct trdma_mr *mr;
+	int rv;
+
+	/* A fault of the receive path stays inside one child. */
+	BUILD_BUG_ON(TRDMA_IMR_CHILD_SIZE % TRDMA_ODP_FAULT_AHEAD);
+	if (iova)
+		return ERR_PTR(-EINVAL);
+	if (access & IB_ACCESS_HUGETLB)
+		return ERR_PTR(-EOPNOTSUPP);
+	mr = trdma_mr_alloc(ibpd, 0, TASK_SIZE, access);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	rv = trdma_imr_init(mr, ibpd->device, access, &trdma_odp_ops);
+	if (rv) {
+		trdma_mr_free(tdev, mr);
+		return ERR_PTR(rv);
+	}
+	INIT_WORK(&mr->odp_work, trdma_odp_work);
+	trdma_mr_publish(tdev, mr);
+	return &mr->ibmr;
 }
 
 #else
@@ -546,6 +600,12 @@ static int trdma_odp_init(struct trdma_mr *mr, struct ib_device *ibdev,
 			  u64 start, u64 length, int access)
 {
 	return -EOPNOTSUPP;
+}
+
+static struct ib_mr *trdma_reg_implicit_mr(struct ib_pd *ibpd, u64 iova,
+					   int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
 }
 
 #endif /* CONFIG_INFINIBAND_ON_DEMAND_PAGING */
@@ -694,7 +754,7 @@ struct ib_mr *trdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (!trdma_mr_access_known(access))
 		return ERR_PTR(-EOPNOTSUPP);
 	if ((access & IB_ACCESS_ON_DEMAND) && !start && length == U64_MAX)
-		return ERR_PTR(-EOPNOTSUPP);	/* implicit ODP */
+		return trdma_reg_implicit_mr(ibpd, iova, access);
 	if (!length || length > trdma_limits.max_mr_size)
 		return ERR_PTR(-EINVAL);
 	if (iova + length < iova)
@@ -800,6 +860,9 @@ struct ib_mr *trdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		start = old->umem->address;
 		length = old->length;
 		iova = old->iova;
+		/* An implicit MR stays implicit. */
+		if (old->imr)
+			length = U64_MAX;
 	}
 	rv = trdma_mr_kill(old);
 	if (rv)

@@ -51,12 +51,12 @@ int trdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 #ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
 	/*
-	 * Explicit ODP MRs (no implicit ones) for RC: the receive path
-	 * answers a request for a page not present with an RNR NAK while a
-	 * worker faults it in (trdma_mem.c).
+	 * Explicit and implicit ODP MRs for RC: the receive path answers a
+	 * request for a page not present with an RNR NAK while a worker
+	 * faults it in (trdma_mem.c, trdma_odp.c).
 	 */
 	attr->kernel_cap_flags |= IBK_ON_DEMAND_PAGING;
-	attr->odp_caps.general_caps = IB_ODP_SUPPORT;
+	attr->odp_caps.general_caps = IB_ODP_SUPPORT | IB_ODP_SUPPORT_IMPLICIT;
 	attr->odp_caps.per_transport_caps.rc_odp_caps =
 		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_RECV |
 		IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_READ |
@@ -127,6 +127,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_REFUSED_TLS_CONFIRM].name = "refused_tls_confirm",
 	[TRDMA_CNT_ODP_RX_FAULTS].name = "odp_rx_faults",
 	[TRDMA_CNT_ODP_INVAL].name = "odp_invalidations",
+	[TRDMA_CNT_ODP_IMR_CHILDREN].name = "odp_implicit_children",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -2,10 +2,14 @@
 // On-demand paging MRs (IBV_ACCESS_ON_DEMAND): SEND, WRITE, READ and
 // atomics into memory no one has touched, checked byte for byte; the
 // process unmapping or remapping the memory under a registered MR and the
-// traffic then seeing the new pages; ibv_advise_mr() prefetch; implicit
-// ODP and dma-buf MRs refused with EOPNOTSUPP; bad keys and ranges; munmap and
-// MADV_DONTNEED racing incoming WRITEs.
+// traffic then seeing the new pages; ibv_advise_mr() prefetch; dma-buf
+// MRs refused with EOPNOTSUPP; bad keys and ranges; munmap and
+// MADV_DONTNEED racing incoming WRITEs.  Implicit ODP MRs (the whole
+// address space, ImplicitOdpTest): the same on memory at unrelated
+// addresses, memory mapped after the registration and buffers that span
+// the kernel's 2 MiB chunks; dereg and process exit with chunks in use.
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -13,7 +17,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "lab_util.h"
@@ -77,7 +83,7 @@ TEST_F(OdpTest, DeviceReportsRcOdp) {
   ibv_device_attr_ex a = {};
   ASSERT_EQ(ibv_query_device_ex(ctx_.get(), nullptr, &a), 0);
   EXPECT_TRUE(a.odp_caps.general_caps & IBV_ODP_SUPPORT);
-  EXPECT_FALSE(a.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
+  EXPECT_TRUE(a.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
   const uint32_t rc = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
                       IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
                       IBV_ODP_SUPPORT_ATOMIC;
@@ -269,15 +275,6 @@ TEST_F(OdpTest, AdvisePrefetch) {
             0);
 }
 
-// Implicit ODP (the whole address space) is not offered.
-TEST_F(OdpTest, ImplicitOdpRefused) {
-  errno = 0;
-  ibv_mr *mr = ibv_reg_mr(pd_, nullptr, SIZE_MAX, kOdpAccess);
-  EXPECT_EQ(mr, nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
-  if (mr) ibv_dereg_mr(mr);
-}
-
 // dma-buf MRs are not offered yet: the provider has no reg_dmabuf_mr and
 // libibverbs answers EOPNOTSUPP.
 TEST_F(OdpTest, DmabufMrRefused) {
@@ -379,6 +376,503 @@ TEST_F(OdpTest, MunmapRacesWrites) {
   EXPECT_GT(ok + failed, 0);
   ibv_wc none;
   EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);
+}
+
+// Implicit ODP: one MR for the whole address space of the process.  The
+// kernel keeps the pages of each 2 MiB-aligned chunk of addresses in a
+// child made on first touch (odp_implicit_children counts them).
+class ImplicitOdpTest : public DataPathTest {
+ protected:
+  static constexpr size_t kChunk = 2 << 20;
+
+  void SetUp() override {
+    DataPathTest::SetUp();
+    if (HasFatalFailure()) return;
+    imr_ = ibv_reg_mr(pd_, nullptr, SIZE_MAX, kOdpAccess);
+    ASSERT_NE(imr_, nullptr) << "implicit ODP: " << strerror(errno);
+  }
+
+  void TearDown() override {
+    if (imr_) ibv_dereg_mr(imr_);
+    for (auto &m : maps_) munmap(m.first, m.second);
+    DataPathTest::TearDown();
+  }
+
+  // Fresh anonymous memory mapped now (after the registration), at `at`
+  // (MAP_FIXED) or anywhere; unmapped at TearDown.
+  uint8_t *Map(size_t len, void *at = nullptr) {
+    void *p = mmap(at, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    maps_.emplace_back(p, len);
+    return static_cast<uint8_t *>(p);
+  }
+
+  // len bytes of fresh memory starting kChunk-aligned.
+  uint8_t *MapAligned(size_t len) {
+    void *p = mmap(nullptr, len + kChunk, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    uintptr_t a = (Addr(p) + kChunk - 1) & ~(kChunk - 1);
+    if (a > Addr(p)) munmap(p, a - Addr(p));
+    uintptr_t end = Addr(p) + len + kChunk;
+    if (end > a + len) munmap(reinterpret_cast<void *>(a + len), end - a - len);
+    maps_.emplace_back(reinterpret_cast<void *>(a), len);
+    return reinterpret_cast<uint8_t *>(a);
+  }
+
+  ibv_sge ISge(const void *p, uint32_t len) {
+    return {Addr(p), len, imr_->lkey};
+  }
+
+  // A WRITE of len bytes (pattern key) from a_'s pinned buffer to dst
+  // through the implicit MR's rkey; the requester's completion status.
+  ibv_wc_status WriteTo(uint64_t id, const void *dst, uint32_t len,
+                        uint64_t key) {
+    Pattern(a_.buf.data(), len, key);
+    EXPECT_EQ(PostSend(a_, id, IBV_WR_RDMA_WRITE, Sges(a_, 0, len, 1),
+                       Addr(dst), imr_->rkey),
+              0);
+    ibv_wc wc = Wait(a_.cq);
+    EXPECT_EQ(wc.wr_id, id);
+    return wc.status;
+  }
+
+  // A READ by b_ of len bytes at src through the implicit MR's rkey into
+  // b_'s pinned buffer; the requester's completion status.
+  ibv_wc_status ReadFrom(uint64_t id, const void *src, uint32_t len) {
+    std::fill(b_.buf.begin(), b_.buf.begin() + len, 0);
+    EXPECT_EQ(PostSend(b_, id, IBV_WR_RDMA_READ, Sges(b_, 0, len, 1),
+                       Addr(src), imr_->rkey),
+              0);
+    ibv_wc wc = Wait(b_.cq);
+    EXPECT_EQ(wc.wr_id, id);
+    return wc.status;
+  }
+
+  ibv_mr *imr_ = nullptr;
+  std::vector<std::pair<void *, size_t>> maps_;
+};
+
+// The implicit MR covers everything from address 0; a nonzero iova and an
+// implicit range without IBV_ACCESS_ON_DEMAND are refused.
+TEST_F(ImplicitOdpTest, Registration) {
+  EXPECT_EQ(imr_->addr, nullptr);
+  EXPECT_EQ(imr_->length, SIZE_MAX);
+  errno = 0;
+  ibv_mr *mr = ibv_reg_mr_iova(pd_, nullptr, SIZE_MAX, 4096, kOdpAccess);
+  EXPECT_EQ(mr, nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  if (mr) ibv_dereg_mr(mr);
+  mr = ibv_reg_mr(pd_, nullptr, SIZE_MAX,
+                  kOdpAccess & ~IBV_ACCESS_ON_DEMAND);
+  EXPECT_EQ(mr, nullptr);
+  if (mr) ibv_dereg_mr(mr);
+}
+
+// WRITEs through the one rkey into memory at unrelated addresses: the heap,
+// the stack, and memory mapped after the registration; each lands byte
+// for byte and nothing around it changes.
+TEST_F(ImplicitOdpTest, WriteAtUnrelatedAddresses) {
+  long children = Counter("odp_implicit_children");
+  long faults = Counter("odp_rx_faults");
+  std::unique_ptr<uint8_t[]> heap(new uint8_t[100000 + 200]());
+  uint8_t stack[8192 + 200] = {};
+  uint8_t *map = Map(3 << 20);
+  ASSERT_NE(map, nullptr);
+  ASSERT_EQ(WriteTo(1, heap.get() + 100, 100000, 81), IBV_WC_SUCCESS);
+  ASSERT_EQ(WriteTo(2, stack + 100, 8192, 82), IBV_WC_SUCCESS);
+  ASSERT_EQ(WriteTo(3, map + 5000, (2 << 20) + 12345, 83), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(heap.get() + 100, 100000, 81));
+  EXPECT_TRUE(IsPattern(stack + 100, 8192, 82));
+  EXPECT_TRUE(IsPattern(map + 5000, (2 << 20) + 12345, 83));
+  for (int i = 0; i < 100; i++) {
+    ASSERT_EQ(heap[i], 0) << i;
+    ASSERT_EQ(heap[100100 + i], 0) << i;
+    ASSERT_EQ(stack[i], 0) << i;
+    ASSERT_EQ(stack[8292 + i], 0) << i;
+  }
+  for (size_t i = 0; i < 5000; i++) ASSERT_EQ(map[i], 0) << i;
+  // The stack and the heap were touched, the map was not: faults, and
+  // children for the chunks (heap, stack and mmap area are apart).
+  EXPECT_GT(Counter("odp_rx_faults"), faults);
+  EXPECT_GE(Counter("odp_implicit_children") - children, 3);
+}
+
+// A buffer across chunk boundaries: a WRITE into it, a READ of it, and a
+// SEND out of it; every byte where it belongs.
+TEST_F(ImplicitOdpTest, BufferSpanningChunks) {
+  uint8_t *m = MapAligned(3 * kChunk);
+  ASSERT_NE(m, nullptr);
+  long children = Counter("odp_implicit_children");
+  uint8_t *p = m + kChunk - 300000;
+  const uint32_t len = kChunk + 600000;  // over two boundaries
+  ASSERT_EQ(WriteTo(1, p, len, 91), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(p, len, 91));
+  for (uint8_t *q = m; q < p; q++) ASSERT_EQ(*q, 0) << q - m;
+  for (uint8_t *q = p + len; q < m + 3 * kChunk; q++)
+    ASSERT_EQ(*q, 0) << q - m;
+  EXPECT_EQ(Counter("odp_implicit_children") - children, 3);
+
+  Pattern(p + 7, len - 14, 92);
+  ASSERT_EQ(ReadFrom(2, p + 7, len - 14), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(b_.buf.data(), len - 14, 92));
+
+  ASSERT_EQ(PostRecv(b_, 3, Sges(b_, 0, len, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 3, IBV_WR_SEND, {ISge(p + 7, len - 14)}), 0);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  ibv_wc r = Wait(b_.cq);
+  EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r.byte_len, len - 14);
+  EXPECT_TRUE(IsPattern(b_.buf.data(), len - 14, 92));
+}
+
+// A SEND into receive buffers at unrelated addresses (heap and a new
+// mapping) through the implicit lkey.
+TEST_F(ImplicitOdpTest, SendIntoUnrelatedBuffers) {
+  std::unique_ptr<uint8_t[]> heap(new uint8_t[70000]());
+  uint8_t *map = Map(1 << 20);
+  ASSERT_NE(map, nullptr);
+  const uint32_t len = 200000;
+  Pattern(a_.buf.data(), len, 93);
+  ASSERT_EQ(PostRecv(b_, 4, {ISge(heap.get(), 70000),
+                             ISge(map + 99, len - 70000)}),
+            0);
+  ASSERT_EQ(PostSend(a_, 4, IBV_WR_SEND, Sges(a_, 0, len, 1)), 0);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  ibv_wc r = Wait(b_.cq);
+  EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r.byte_len, len);
+  EXPECT_TRUE(IsPattern(heap.get(), 70000, 93));
+  EXPECT_TRUE(IsPattern(map + 99, len - 70000, 93, 70000));
+  for (int i = 0; i < 99; i++) ASSERT_EQ(map[i], 0) << i;
+}
+
+// A READ whose local buffer is untouched memory mapped after the
+// registration (faulted in when the request goes).
+TEST_F(ImplicitOdpTest, ReadIntoNewMemory) {
+  uint8_t *map = Map(2 << 20);
+  ASSERT_NE(map, nullptr);
+  const uint32_t len = 1 << 20;
+  Pattern(b_.buf.data(), len, 94);
+  ASSERT_EQ(PostSend(a_, 5, IBV_WR_RDMA_READ, {ISge(map + 4096 + 1, len)},
+                     Addr(b_.buf.data()), b_.mr->rkey),
+            0);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(map + 4096 + 1, len, 94));
+}
+
+// Fetch-and-add and compare-and-swap on untouched memory, the original
+// values returned into untouched memory too.
+TEST_F(ImplicitOdpTest, AtomicsOnNewMemory) {
+  uint8_t *target = Map(1 << 20);
+  uint8_t *result = Map(4096);
+  ASSERT_NE(target, nullptr);
+  ASSERT_NE(result, nullptr);
+  ibv_sge s = ISge(result, 8);
+  ibv_send_wr wr = {}, *bad;
+  wr.wr_id = 6;
+  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.atomic.remote_addr = Addr(target + (512 << 10));
+  wr.wr.atomic.rkey = imr_->rkey;
+  wr.wr.atomic.compare_add = 7;
+  ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  uint64_t v;
+  memcpy(&v, result, 8);
+  EXPECT_EQ(v, 0u);
+  memcpy(&v, target + (512 << 10), 8);
+  EXPECT_EQ(v, 7u);
+
+  memset(result, 0xee, 16);
+  s = ISge(result + 8, 8);
+  wr.wr_id = 7;
+  wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+  wr.wr.atomic.compare_add = 7;
+  wr.wr.atomic.swap = 0x1122334455667788ull;
+  ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  memcpy(&v, result + 8, 8);
+  EXPECT_EQ(v, 7u);
+  memcpy(&v, target + (512 << 10), 8);
+  EXPECT_EQ(v, 0x1122334455667788ull);
+  EXPECT_EQ(result[0], 0xee);  // the first result's place: untouched
+}
+
+// Memory the process unmapped: a WRITE there is a remote access error.
+TEST_F(ImplicitOdpTest, WriteIntoUnmappedMemoryFails) {
+  uint8_t *map = Map(2 << 20);
+  ASSERT_NE(map, nullptr);
+  ASSERT_EQ(WriteTo(1, map + (1 << 20), 8192, 95), IBV_WC_SUCCESS);
+  ASSERT_EQ(munmap(map + (1 << 20), 1 << 20), 0);
+  EXPECT_EQ(WriteTo(2, map + (1 << 20) + 64, 8192, 96),
+            IBV_WC_REM_ACCESS_ERR);
+  for (size_t i = 0; i < (1 << 20); i++) ASSERT_EQ(map[i], 0) << i;
+}
+
+// Addresses where the process never had memory: the first page, and
+// kernel addresses past the user address space (outside the MR).
+TEST_F(ImplicitOdpTest, WriteOutsideUserMemoryFails) {
+  EXPECT_EQ(WriteTo(1, reinterpret_cast<void *>(64), 4096, 97),
+            IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(ImplicitOdpTest, WriteToKernelAddressFails) {
+  long children = Counter("odp_implicit_children");
+  EXPECT_EQ(WriteTo(1, reinterpret_cast<void *>(0xffff888000000000ull), 4096,
+                    98),
+            IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(Counter("odp_implicit_children"), children);
+}
+
+// A SEND whose gather list points at unmapped memory through the implicit
+// lkey: as with an explicit ODP MR, the transmitter cannot read it, the QP
+// fails and the WQE is flushed; nothing reaches the receiver.
+TEST_F(ImplicitOdpTest, SendFromUnmappedMemoryFails) {
+  uint8_t *map = Map(1 << 20);
+  ASSERT_NE(map, nullptr);
+  ASSERT_EQ(munmap(map, 1 << 20), 0);
+  ASSERT_EQ(PostRecv(b_, 8, Sges(b_, 0, 4096, 1)), 0);
+  ASSERT_EQ(PostSend(a_, 8, IBV_WR_SEND, {ISge(map + 100, 4096)}), 0);
+  ibv_wc wc = Wait(a_.cq);
+  EXPECT_EQ(wc.wr_id, 8u);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wc.status);
+  ibv_qp_attr qa = {};
+  ibv_qp_init_attr qi = {};
+  ASSERT_EQ(ibv_query_qp(a_.qp, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_ERR);
+  ibv_wc r;
+  int n = ibv_poll_cq(b_.cq, 1, &r);
+  EXPECT_TRUE(n == 0 || r.status != IBV_WC_SUCCESS);
+}
+
+// munmap + mmap at the same address, and MADV_DONTNEED: the next WRITE
+// lands in the new pages the process sees, and a READ returns them.
+TEST_F(ImplicitOdpTest, RemapThenTrafficSeesNewPages) {
+  const size_t mlen = 3 << 20;
+  uint8_t *map = Map(mlen);
+  ASSERT_NE(map, nullptr);
+  const uint32_t len = 256 << 10;
+  ASSERT_EQ(WriteTo(1, map + (2 << 20) - 1000, len, 101), IBV_WC_SUCCESS);
+  ASSERT_TRUE(IsPattern(map + (2 << 20) - 1000, len, 101));
+  long inval = Counter("odp_invalidations");
+
+  ASSERT_EQ(munmap(map, mlen), 0);
+  ASSERT_EQ(mmap(map, mlen, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            map);
+  EXPECT_GT(Counter("odp_invalidations"), inval);
+  EXPECT_EQ(map[(2 << 20) - 1000], 0);  // really new memory
+  ASSERT_EQ(WriteTo(2, map + (2 << 20) - 1000, len, 102), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(map + (2 << 20) - 1000, len, 102));
+
+  ASSERT_EQ(madvise(map, mlen, MADV_DONTNEED), 0);
+  EXPECT_EQ(map[(2 << 20) - 1000], 0);
+  ASSERT_EQ(WriteTo(3, map + (2 << 20) - 1000, len, 103), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(map + (2 << 20) - 1000, len, 103));
+  Pattern(map + 4096, len, 104);
+  ASSERT_EQ(ReadFrom(4, map + 4096, len), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(b_.buf.data(), len, 104));
+}
+
+// MADV_DONTNEED racing a stream of WRITEs into two chunks: every WRITE
+// succeeds and the last one's bytes are there.
+TEST_F(ImplicitOdpTest, DontneedRacesWrites) {
+  const size_t mlen = 4 << 20;
+  uint8_t *map = MapAligned(mlen);
+  ASSERT_NE(map, nullptr);
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    while (!stop) {
+      madvise(map, mlen, MADV_DONTNEED);
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+  });
+  const uint32_t len = 64 << 10;
+  Pattern(a_.buf.data(), len, 105);
+  int ok = 0;
+  for (int i = 0; i < 200; i++) {
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, Sges(a_, 0, len, 1),
+                       Addr(map + (i % 8) * len * 8 + (i % 2) * 3000),
+                       imr_->rkey),
+              0);
+    ibv_wc wc = Wait(a_.cq);
+    ok += wc.status == IBV_WC_SUCCESS;
+    if (wc.status != IBV_WC_SUCCESS) break;
+  }
+  stop = true;
+  t.join();
+  EXPECT_EQ(ok, 200);
+  ASSERT_EQ(WriteTo(1000, map + kChunk - 5000, len, 106), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(map + kChunk - 5000, len, 106));
+}
+
+// Invalidations of two chunks at once (munmap + mmap of one, MADV_DONTNEED
+// of the other, from two threads) racing WRITEs into both: each WRITE
+// completes once, successfully or (its memory gone at that moment) with a
+// remote access error that ends the stream.
+TEST_F(ImplicitOdpTest, MunmapRacesWrites) {
+  uint8_t *map = MapAligned(2 * kChunk);
+  ASSERT_NE(map, nullptr);
+  std::atomic<bool> stop{false};
+  std::thread t1([&] {
+    while (!stop) {
+      munmap(map, kChunk);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      mmap(map, kChunk, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  });
+  std::thread t2([&] {
+    while (!stop) {
+      madvise(map + kChunk, kChunk, MADV_DONTNEED);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  const uint32_t len = 64 << 10;
+  Pattern(a_.buf.data(), len, 116);
+  int ok = 0, failed = 0;
+  for (int i = 0; i < 200 && !failed; i++) {
+    // Alternately into each chunk, and across the boundary.
+    size_t off = i % 3 == 2 ? kChunk - len / 2
+                            : (i % 3) * kChunk + (i % 7) * len;
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, Sges(a_, 0, len, 1),
+                       Addr(map + off), imr_->rkey),
+              0);
+    ibv_wc wc = Wait(a_.cq);
+    EXPECT_EQ(wc.wr_id, static_cast<uint64_t>(i));
+    if (wc.status == IBV_WC_SUCCESS)
+      ok++;
+    else if (wc.status == IBV_WC_REM_ACCESS_ERR)
+      failed++;
+    else
+      ADD_FAILURE() << "status " << wc.status;
+  }
+  stop = true;
+  t1.join();
+  t2.join();
+  EXPECT_GT(ok + failed, 0);
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);
+}
+
+// ibv_advise_mr() on the implicit MR: a prefetch of new memory makes its
+// chunks and pages ready (the WRITE after it needs no fault of the
+// receive path); a prefetch of memory that is not there fails (EFAULT).
+TEST_F(ImplicitOdpTest, AdvisePrefetch) {
+  uint8_t *map = MapAligned(2 * kChunk);
+  ASSERT_NE(map, nullptr);
+  long children = Counter("odp_implicit_children");
+  ibv_sge s = ISge(map + kChunk - (512 << 10), 1 << 20);
+  ASSERT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                          IBV_ADVISE_MR_FLAG_FLUSH, &s, 1),
+            0);
+  EXPECT_EQ(Counter("odp_implicit_children") - children, 2);
+  long faults = Counter("odp_rx_faults");
+  ASSERT_EQ(WriteTo(1, map + kChunk - (512 << 10), 1 << 20, 107),
+            IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(map + kChunk - (512 << 10), 1 << 20, 107));
+  EXPECT_EQ(Counter("odp_rx_faults"), faults);
+
+  s = ISge(map, 4096);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &s, 1), 0);
+  ASSERT_EQ(munmap(map + kChunk, kChunk), 0);
+  s = ISge(map + kChunk + 4096, 4096);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                          IBV_ADVISE_MR_FLAG_FLUSH, &s, 1),
+            EFAULT);
+}
+
+// Rights are the registration's: without remote write, a WRITE is
+// refused and a READ allowed; a change of rights in place keeps the
+// region implicit.
+TEST_F(ImplicitOdpTest, AccessFlagsHonoured) {
+  ibv_mr *ro = ibv_reg_mr(pd_, nullptr, SIZE_MAX,
+                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(ro, nullptr) << strerror(errno);
+  uint8_t *map = Map(1 << 20);
+  ASSERT_NE(map, nullptr);
+  Pattern(map, 8192, 108);
+  std::fill(b_.buf.begin(), b_.buf.begin() + 8192, 0);
+  ASSERT_EQ(PostSend(b_, 1, IBV_WR_RDMA_READ, Sges(b_, 0, 8192, 1),
+                     Addr(map), ro->rkey),
+            0);
+  EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(b_.buf.data(), 8192, 108));
+
+  ASSERT_EQ(ibv_rereg_mr(imr_, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr,
+                         0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                IBV_ACCESS_ON_DEMAND),
+            0);
+  ASSERT_EQ(WriteTo(2, map + 100000, 4096, 109), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(map + 100000, 4096, 109));
+
+  Pattern(a_.buf.data(), 4096, 110);
+  ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_WRITE, Sges(a_, 0, 4096, 1),
+                     Addr(map), ro->rkey),
+            0);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_TRUE(IsPattern(map, 8192, 108));
+  ASSERT_EQ(ibv_dereg_mr(ro), 0);
+}
+
+// Dereg with chunks in use: the old rkey fails and nothing is written.
+TEST_F(ImplicitOdpTest, DeregWithChildren) {
+  uint8_t *map = Map(6 << 20);
+  ASSERT_NE(map, nullptr);
+  for (int i = 0; i < 3; i++)
+    ASSERT_EQ(WriteTo(i, map + i * (2 << 20) + 777, 4096, 111 + i),
+              IBV_WC_SUCCESS);
+  uint32_t rkey = imr_->rkey;
+  ASSERT_EQ(ibv_dereg_mr(imr_), 0);
+  imr_ = nullptr;
+  memset(map, 0, 6 << 20);
+  Pattern(a_.buf.data(), 4096, 114);
+  ASSERT_EQ(PostSend(a_, 9, IBV_WR_RDMA_WRITE, Sges(a_, 0, 4096, 1),
+                     Addr(map + 777), rkey),
+            0);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_REM_ACCESS_ERR);
+  for (size_t i = 0; i < (6 << 20); i++) ASSERT_EQ(map[i], 0) << i;
+}
+
+// A process that exits holding an implicit MR with chunks in use: the
+// kernel tears it down after the address space is gone (the lab run
+// checks dmesg).
+TEST_F(ImplicitOdpTest, ProcessExitWithChildren) {
+  long children = Counter("odp_implicit_children");
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Context ctx = OpenDevice(DevName());
+    if (!ctx) _exit(2);
+    ibv_pd *pd = ibv_alloc_pd(ctx.get());
+    if (!pd) _exit(3);
+    ibv_mr *mr = ibv_reg_mr(pd, nullptr, SIZE_MAX, kOdpAccess);
+    if (!mr) _exit(4);
+    void *p = mmap(nullptr, 5 << 20, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) _exit(5);
+    ibv_sge s = {Addr(p), 5 << 20, mr->lkey};
+    if (ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                      IBV_ADVISE_MR_FLAG_FLUSH, &s, 1))
+      _exit(6);
+    _exit(0);  // no dereg, no close
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_GE(Counter("odp_implicit_children") - children, 3);
+  // This process's own implicit MR still works.
+  uint8_t *map = Map(1 << 20);
+  ASSERT_NE(map, nullptr);
+  ASSERT_EQ(WriteTo(1, map + 10, 4096, 115), IBV_WC_SUCCESS);
+  EXPECT_TRUE(IsPattern(map + 10, 4096, 115));
 }
 
 }  // namespace
