@@ -629,8 +629,9 @@ TEST_F(ImplicitOdpTest, WriteToKernelAddressFails) {
 }
 
 // A SEND whose gather list points at unmapped memory through the implicit
-// lkey: as with an explicit ODP MR, the transmitter cannot read it, the QP
-// fails and the WQE is flushed; nothing reaches the receiver.
+// lkey: as with an explicit ODP MR, the transmitter cannot read it, the WQE
+// completes with a local protection error and the QP goes to error;
+// nothing reaches the receiver.
 TEST_F(ImplicitOdpTest, SendFromUnmappedMemoryFails) {
   uint8_t *map = Map(1 << 20);
   ASSERT_NE(map, nullptr);
@@ -639,7 +640,7 @@ TEST_F(ImplicitOdpTest, SendFromUnmappedMemoryFails) {
   ASSERT_EQ(PostSend(a_, 8, IBV_WR_SEND, {ISge(map + 100, 4096)}), 0);
   ibv_wc wc = Wait(a_.cq);
   EXPECT_EQ(wc.wr_id, 8u);
-  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
   ibv_qp_attr qa = {};
   ibv_qp_init_attr qi = {};
   ASSERT_EQ(ibv_query_qp(a_.qp, &qa, IBV_QP_STATE, &qi), 0);
