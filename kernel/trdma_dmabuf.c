@@ -20,7 +20,7 @@
  * access maps again (under the reservation lock, which is a ww_mutex): from
  * process context at once, from the receive path (softirq) through
  * db->work, the access answered with an RNR NAK meanwhile, as an ODP MR's
- * missing page is.  A map that fails fails the next access (an access
+ * missing page is.  When a map fails, the next access fails (an access
  * error) and the one after that tries again.
  *
  * Locking: the dma-buf's reservation lock, then db->lock.  sgt and the
@@ -40,6 +40,7 @@
 MODULE_IMPORT_NS(DMA_BUF);
 
 struct trdma_dmabuf {
+	struct trdma_dev *tdev;	/* the MR's ibmr.device is set after reg */
 	struct trdma_mr *mr;
 	struct dma_buf_attachment *attach;
 	struct sg_table *sgt;	/* the map in effect; under the resv lock */
@@ -164,8 +165,7 @@ static int trdma_dmabuf_map(struct trdma_dmabuf *db)
 		db->bad = true;
 		spin_unlock_irqrestore(&db->lock, flags);
 	} else {
-		trdma_count(to_tdev(db->mr->ibmr.device),
-			    TRDMA_CNT_DMABUF_MAPS, 1);
+		trdma_count(db->tdev, TRDMA_CNT_DMABUF_MAPS, 1);
 	}
 	return rv;
 }
@@ -197,7 +197,7 @@ static void trdma_dmabuf_move_notify(struct dma_buf_attachment *attach)
 	struct trdma_dmabuf *db = attach->importer_priv;
 
 	trdma_dmabuf_unmap_locked(db);
-	trdma_count(to_tdev(db->mr->ibmr.device), TRDMA_CNT_DMABUF_MOVES, 1);
+	trdma_count(db->tdev, TRDMA_CNT_DMABUF_MOVES, 1);
 }
 
 static const struct dma_buf_attach_ops trdma_dmabuf_ops = {
@@ -325,6 +325,7 @@ struct ib_mr *trdma_reg_user_mr_dmabuf_udata(struct ib_pd *ibpd, u64 offset,
 		rv = -ENOMEM;
 		goto err_put;
 	}
+	db->tdev = tdev;
 	db->first = offset >> PAGE_SHIFT;
 	db->npages = ((end - 1) >> PAGE_SHIFT) - db->first + 1;
 	db->pages = kvcalloc(db->npages, sizeof(*db->pages), GFP_KERNEL);
