@@ -117,6 +117,8 @@ enum trdma_counter {
 	TRDMA_CNT_ODP_RX_FAULTS,
 	TRDMA_CNT_ODP_INVAL,
 	TRDMA_CNT_ODP_IMR_CHILDREN,
+	TRDMA_CNT_DMABUF_MAPS,
+	TRDMA_CNT_DMABUF_MOVES,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -352,6 +354,8 @@ struct trdma_mr {
 	 * the end of the user address space.  NULL for any other MR.
 	 */
 	struct trdma_imr *imr;
+	/* A dma-buf MR's attachment and mapping (trdma_dmabuf.c). */
+	struct trdma_dmabuf *dmabuf;
 };
 
 /* A memory window: the ib_mw and its trdma_mr in mr_xa (see above). */
@@ -848,6 +852,18 @@ void trdma_mr_put(struct trdma_mr *mr);
 int trdma_mr_check(struct trdma_mr *mr, struct trdma_pd *pd, u64 va,
 		   u64 len, int access);
 bool trdma_count_get(atomic_t *count, unsigned int max);
+struct trdma_mr *trdma_mr_alloc(struct ib_pd *ibpd, u64 iova, u64 length,
+				int access);
+void trdma_mr_publish(struct trdma_dev *tdev, struct trdma_mr *mr);
+void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr);
+
+/* trdma_dmabuf.c */
+int trdma_dmabuf_init(void);
+void trdma_dmabuf_exit(void);
+struct page *trdma_dmabuf_page_get(struct trdma_mr *mr, u64 va, u32 *pg_off);
+void trdma_dmabuf_page_put(struct trdma_mr *mr);
+void trdma_dmabuf_prefetch(struct trdma_mr *mr);
+void trdma_dmabuf_release(struct trdma_mr *mr);
 
 /* trdma_cq.c */
 struct trdma_cqe;

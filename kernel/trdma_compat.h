@@ -43,6 +43,35 @@ static inline int trdma_create_cq(struct ib_cq *ibcq,
 #endif
 
 /*
+ * ib_device_ops.reg_user_mr_dmabuf: its last argument is the udata, or
+ * (6.11 on) the uverbs attribute bundle.  trdma_dmabuf.c implements it with
+ * the udata.
+ */
+struct ib_mr *trdma_reg_user_mr_dmabuf_udata(struct ib_pd *ibpd, u64 offset,
+					     u64 length, u64 iova, int fd,
+					     int access, struct ib_udata *udata);
+
+#ifdef TRDMA_REG_DMABUF_ATTRS
+static inline struct ib_mr *
+trdma_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset, u64 length, u64 iova,
+			 int fd, int access, struct uverbs_attr_bundle *attrs)
+{
+	return trdma_reg_user_mr_dmabuf_udata(ibpd, offset, length, iova, fd,
+					      access,
+					      attrs ? &attrs->driver_udata :
+						      NULL);
+}
+#else
+static inline struct ib_mr *
+trdma_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset, u64 length, u64 iova,
+			 int fd, int access, struct ib_udata *udata)
+{
+	return trdma_reg_user_mr_dmabuf_udata(ibpd, offset, length, iova, fd,
+					      access, udata);
+}
+#endif
+
+/*
  * Hands len bytes of a page to a socket without copying them: sendpage
  * where the kernel has it, sendmsg with MSG_SPLICE_PAGES where that
  * replaced it (6.5 on).  A page TCP may not hold a reference to (slab

@@ -27,4 +27,10 @@ fi
 if grep -q 'IB_DEVICE_ATOMIC_WRITE' "$inc/rdma/ib_verbs.h"; then
 	echo -DTRDMA_HAVE_DEVICE_ATOMIC_WRITE
 fi
+# reg_user_mr_dmabuf takes the uverbs attribute bundle (6.11) instead of
+# the udata.
+if grep -A3 'reg_user_mr_dmabuf)(' "$inc/rdma/ib_verbs.h" |
+	grep -q uverbs_attr_bundle; then
+	echo -DTRDMA_REG_DMABUF_ATTRS
+fi
 exit 0

@@ -480,6 +480,7 @@ static const struct ib_device_ops trdma_dev_ops = {
 	.query_qp = trdma_query_qp,
 	.query_srq = trdma_query_srq,
 	.reg_user_mr = trdma_reg_user_mr,
+	.reg_user_mr_dmabuf = trdma_reg_user_mr_dmabuf,
 	.rereg_user_mr = trdma_rereg_user_mr,
 	.req_notify_cq = trdma_req_notify_cq,
 	.resize_cq = trdma_resize_cq,
@@ -741,9 +742,12 @@ static int __init trdma_init(void)
 	int rv;
 
 	trdma_limits_clamp();
-	rv = trdma_cm_init();
+	rv = trdma_dmabuf_init();
 	if (rv)
 		return rv;
+	rv = trdma_cm_init();
+	if (rv)
+		goto err_dmabuf;
 	rv = register_pernet_subsys(&trdma_net_ops);
 	if (rv)
 		goto err_cm;
@@ -759,6 +763,8 @@ err_pernet:
 	unregister_pernet_subsys(&trdma_net_ops);
 err_cm:
 	trdma_cm_exit();
+err_dmabuf:
+	trdma_dmabuf_exit();
 	return rv;
 }
 
@@ -769,6 +775,7 @@ static void __exit trdma_exit(void)
 	unregister_netdevice_notifier(&trdma_netdev_nb);
 	unregister_pernet_subsys(&trdma_net_ops);
 	trdma_cm_exit();
+	trdma_dmabuf_exit();
 	pr_info("trdma: unloaded\n");
 }
 

@@ -193,8 +193,8 @@ int trdma_mr_check(struct trdma_mr *mr, struct trdma_pd *pd, u64 va,
 	return 0;
 }
 
-static struct trdma_mr *trdma_mr_alloc(struct ib_pd *ibpd, u64 iova,
-				       u64 length, int access)
+struct trdma_mr *trdma_mr_alloc(struct ib_pd *ibpd, u64 iova, u64 length,
+				int access)
 {
 	struct trdma_dev *tdev = to_tdev(ibpd->device);
 	struct trdma_mr *mr;
@@ -242,12 +242,12 @@ err_count:
 }
 
 /* Makes the MR's key valid; after this, lookups can find it. */
-static void trdma_mr_publish(struct trdma_dev *tdev, struct trdma_mr *mr)
+void trdma_mr_publish(struct trdma_dev *tdev, struct trdma_mr *mr)
 {
 	xa_store(&tdev->mr_xa, mr->index, mr, GFP_KERNEL);
 }
 
-static void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr)
+void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr)
 {
 	xa_erase(&tdev->mr_xa, mr->index);
 	trdma_mr_put(mr);
@@ -258,6 +258,8 @@ static void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr)
 	trdma_imr_free(mr);
 	if (mr->umem)
 		ib_umem_release(mr->umem);
+	if (mr->dmabuf)
+		trdma_dmabuf_release(mr);
 	atomic_dec(&tdev->counts.mr);
 	kfree_rcu(mr, rcu);
 }
@@ -624,6 +626,8 @@ struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
 	struct page *page;
 	int i, why = -EAGAIN;
 
+	if (mr->dmabuf)
+		return trdma_dmabuf_page_get(mr, va, pg_off);
 	if (!mr->odp)
 		return trdma_mr_page(mr, va, pg_off);
 	for (i = 0; i < 3; i++) {
@@ -645,6 +649,8 @@ struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
 /* Ends trdma_mr_page_get() of an access that wrote the page or not. */
 void trdma_mr_page_put(struct trdma_mr *mr, struct page *page, bool write)
 {
+	if (mr->dmabuf)
+		trdma_dmabuf_page_put(mr);
 	if (!mr->odp)
 		return;
 	put_page(page);
@@ -676,6 +682,8 @@ void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe)
 		mr = trdma_mr_get(qp->tdev, sge->lkey);
 		if (!mr)
 			continue;
+		if (mr->dmabuf)
+			trdma_dmabuf_prefetch(mr);
 		if (mr->odp && !trdma_mr_check(mr, to_tpd(qp->ibqp.pd),
 					       sge->addr, sge->length,
 					       IB_ACCESS_LOCAL_WRITE))
@@ -829,6 +837,8 @@ struct ib_mr *trdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	struct ib_mr *new;
 	int rv;
 
+	if (old->dmabuf)
+		return ERR_PTR(-EOPNOTSUPP);
 	/* Only user MRs come through uverbs; be sure of it anyway. */
 	if (!old->umem || old->fast || old->mw_type)
 		return ERR_PTR(-EINVAL);

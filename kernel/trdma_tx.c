@@ -727,7 +727,8 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 	}
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
 	flags = more || n < len ? MSG_MORE : 0;
-	if (copy) {
+	/* TCP keeps no reference to a page a dma-buf's exporter may move. */
+	if (copy || mr->dmabuf) {
 		/* A local mapping may be held across the socket lock's sleep. */
 		void *src = kmap_local_page(page);
 

@@ -128,6 +128,8 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_ODP_RX_FAULTS].name = "odp_rx_faults",
 	[TRDMA_CNT_ODP_INVAL].name = "odp_invalidations",
 	[TRDMA_CNT_ODP_IMR_CHILDREN].name = "odp_implicit_children",
+	[TRDMA_CNT_DMABUF_MAPS].name = "dmabuf_maps",
+	[TRDMA_CNT_DMABUF_MOVES].name = "dmabuf_moves",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -39,6 +39,7 @@ struct ib_mr *trdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				  u64 length, u64 iova, int access,
 				  struct ib_pd *ibpd, struct ib_udata *udata);
 int trdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+/* trdma_reg_user_mr_dmabuf(): trdma_compat.h, trdma_dmabuf.c */
 int trdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int trdma_dealloc_mw(struct ib_mw *ibmw);
 int trdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);

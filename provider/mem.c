@@ -77,6 +77,32 @@ struct ibv_mr *trdma_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 }
 
 /*
+ * ibv_reg_dmabuf_mr(): [offset, offset + length) of the dma-buf fd, at
+ * iova.  The kernel attaches to the buffer and places bytes into its pages
+ * (docs/architecture.md); libibverbs sets the MR's addr to offset.
+ */
+struct ibv_mr *trdma_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				   size_t length, uint64_t iova, int fd,
+				   int access)
+{
+	struct trdma_mr *mr;
+	int ret;
+
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return NULL;
+	ret = ibv_cmd_reg_dmabuf_mr(pd, offset, length, iova, fd,
+				    access & ~TRDMA_DROPPED_MR_ACCESS, &mr->vmr,
+				    NULL);
+	if (ret) {
+		free(mr);
+		errno = ret;
+		return NULL;
+	}
+	return &mr->vmr.ibv_mr;
+}
+
+/*
  * ibv_advise_mr(): the kernel faults the ranges of on-demand paging MRs in
  * (IBV_ADVISE_MR_ADVICE_PREFETCH and PREFETCH_WRITE; PREFETCH_NO_FAULT is
  * refused with EOPNOTSUPP).  Returns 0 or an errno.

@@ -395,6 +395,17 @@ int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
 int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		      uint32_t flags, struct ibv_sge *sg_list,
 		      uint32_t num_sge);
+/*
+ * The declaration of v54 on; v36 to v53 have no driver argument.  The
+ * provider passes NULL there: a trailing argument the callee does not take
+ * is ignored in every Linux C calling convention (the caller owns the
+ * argument area), so one call is right for both.
+ */
+struct ibv_command_buffer;
+int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+			  uint64_t iova, int fd, int access,
+			  struct verbs_mr *vmr,
+			  struct ibv_command_buffer *driver);
 int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
 		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
 		     size_t cmd_size,

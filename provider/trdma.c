@@ -101,6 +101,7 @@ static const struct verbs_context_ops trdma_ctx_ops = {
 	.query_port = trdma_query_port,
 	.query_qp = trdma_query_qp,
 	.query_srq = trdma_query_srq,
+	.reg_dmabuf_mr = trdma_reg_dmabuf_mr,
 	.reg_mr = trdma_reg_mr,
 	.rereg_mr = trdma_rereg_mr,
 	.req_notify_cq = trdma_req_notify_cq,

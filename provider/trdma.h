@@ -242,6 +242,9 @@ struct ibv_pd *trdma_alloc_pd(struct ibv_context *ibctx);
 int trdma_dealloc_pd(struct ibv_pd *pd);
 int trdma_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		    uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
+struct ibv_mr *trdma_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				   size_t length, uint64_t iova, int fd,
+				   int access);
 struct ibv_mr *trdma_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			    uint64_t hca_va, int access);
 int trdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,

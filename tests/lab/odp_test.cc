@@ -2,12 +2,12 @@
 // On-demand paging MRs (IBV_ACCESS_ON_DEMAND): SEND, WRITE, READ and
 // atomics into memory no one has touched, checked byte for byte; the
 // process unmapping or remapping the memory under a registered MR and the
-// traffic then seeing the new pages; ibv_advise_mr() prefetch; dma-buf
-// MRs refused with EOPNOTSUPP; bad keys and ranges; munmap and
-// MADV_DONTNEED racing incoming WRITEs.  Implicit ODP MRs (the whole
-// address space, ImplicitOdpTest): the same on memory at unrelated
-// addresses, memory mapped after the registration and buffers that span
-// the kernel's 2 MiB chunks; dereg and process exit with chunks in use.
+// traffic then seeing the new pages; ibv_advise_mr() prefetch; bad keys
+// and ranges; munmap and MADV_DONTNEED racing incoming WRITEs.  Implicit
+// ODP MRs (the whole address space, ImplicitOdpTest): the same on memory
+// at unrelated addresses, memory mapped after the registration and
+// buffers that span the kernel's 2 MiB chunks; dereg and process exit
+// with chunks in use.  (dma-buf MRs: dmabuf_test.cc.)
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -273,17 +273,6 @@ TEST_F(OdpTest, AdvisePrefetch) {
   ibv_sge pinned = Sges(a_, 0, 4096, 1)[0];
   EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &pinned, 1),
             0);
-}
-
-// dma-buf MRs are not offered yet: the provider has no reg_dmabuf_mr and
-// libibverbs answers EOPNOTSUPP.
-TEST_F(OdpTest, DmabufMrRefused) {
-  errno = 0;
-  ibv_mr *mr = ibv_reg_dmabuf_mr(pd_, 0, 4096, 0, 0,
-                                 IBV_ACCESS_LOCAL_WRITE);
-  EXPECT_EQ(mr, nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
-  if (mr) ibv_dereg_mr(mr);
 }
 
 // A WRITE with the ODP MR's rkey past its end, or after its dereg, fails

@@ -55,6 +55,7 @@ set(required
   ibv_cmd_rereg_mr
   ibv_cmd_dereg_mr
   ibv_cmd_advise_mr
+  ibv_cmd_reg_dmabuf_mr
   ibv_cmd_alloc_mw
   ibv_cmd_dealloc_mw
   ibv_cmd_create_cq

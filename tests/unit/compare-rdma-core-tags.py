@@ -30,7 +30,8 @@ FUNCS = ["verbs_register_driver", "_verbs_init_and_alloc_context",
          "ibv_cmd_query_device_any", "ibv_cmd_query_port",
          "ibv_read_ibdev_sysfs_file",
          "ibv_cmd_alloc_pd", "ibv_cmd_dealloc_pd", "ibv_cmd_reg_mr",
-         "ibv_cmd_rereg_mr", "ibv_cmd_dereg_mr", "ibv_cmd_advise_mr", "ibv_cmd_alloc_mw",
+         "ibv_cmd_rereg_mr", "ibv_cmd_dereg_mr", "ibv_cmd_advise_mr",
+         "ibv_cmd_reg_dmabuf_mr", "ibv_cmd_alloc_mw",
          "ibv_cmd_dealloc_mw", "ibv_cmd_create_cq", "ibv_cmd_req_notify_cq",
          "ibv_cmd_resize_cq", "ibv_cmd_destroy_cq", "ibv_cmd_create_srq",
          "ibv_cmd_modify_srq",
@@ -38,6 +39,12 @@ FUNCS = ["verbs_register_driver", "_verbs_init_and_alloc_context",
          "ibv_cmd_query_qp", "ibv_cmd_modify_qp", "ibv_cmd_destroy_qp",
          "ibv_cmd_post_send", "ibv_cmd_post_recv", "ibv_cmd_create_ah",
          "ibv_cmd_destroy_ah"]
+# Trailing arguments a later release added that the provider passes as
+# NULL: the older function, which does not take them, ignores them (see
+# provider/trdma-verbs-private.h), so they do not make a release differ.
+TRAILING_NULL = {
+    "ibv_cmd_reg_dmabuf_mr": ", struct ibv_command_buffer *driver);",
+}
 SYMBOLS = ["verbs_register_driver_@IBVERBS_PABI_VERSION@"] + FUNCS[1:]
 CMDS = ["IB_USER_VERBS_CMD_GET_CONTEXT", "IB_USER_VERBS_CMD_QUERY_PORT",
         "IB_USER_VERBS_CMD_ALLOC_PD", "IB_USER_VERBS_CMD_REG_MR",
@@ -139,6 +146,8 @@ def facts(repo, tag):
     out["struct list_node (ccan)"] = struct_body(ccan, "list_node")
     for f in FUNCS:
         out[f"{f}()"] = prototype(driver, f)
+        if f in TRAILING_NULL and out[f"{f}()"]:
+            out[f"{f}()"] = out[f"{f}()"].replace(TRAILING_NULL[f], ");")
     for c in CMDS:
         m = re.search(r"DECLARE_CMDX?\(" + c + r",[^\n]*", kern_abi)
         out[c] = m.group(0) if m else None

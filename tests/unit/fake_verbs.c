@@ -546,6 +546,39 @@ int ibv_cmd_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+/*
+ * trdma_reg_dmabuf_mr(): the command's arguments as the kernel checks
+ * them: a negative fd is no file (EBADF), offset and iova share their
+ * offset in a page, rights are those a dma-buf MR may have.
+ */
+int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+			  uint64_t iova, int fd, int access,
+			  struct verbs_mr *vmr,
+			  struct ibv_command_buffer *driver)
+{
+	if (driver) {
+		fk.stats.bad_commands++;
+		return EINVAL;
+	}
+	if (fd < 0)
+		return EBADF;
+	if (!length || (offset ^ iova) & 4095)
+		return EINVAL;
+	if (access & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+		       IBV_ACCESS_RELAXED_ORDERING))
+		return EINVAL;
+	fk.stats.last_mr_access = access;
+	fk.stats.last_mr_iova = iova;
+	vmr->ibv_mr.context = pd->context;
+	vmr->ibv_mr.handle = ++fk.next_handle;
+	vmr->ibv_mr.lkey = vmr->ibv_mr.handle << 8 | 1;
+	vmr->ibv_mr.rkey = vmr->ibv_mr.lkey;
+	vmr->mr_type = IBV_MR_TYPE_DMABUF_MR;
+	vmr->access = access;
+	return 0;
+}
+
 /* trdma_advise_mr(): the kernel does the work; nothing to fake. */
 int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		      uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
@@ -1173,6 +1206,7 @@ bool fk_op_is_set(const char *name)
 		OP(create_srq_ex), OP(modify_srq), OP(query_srq),
 		OP(destroy_srq), OP(post_srq_recv), OP(create_ah),
 		OP(destroy_ah), OP(alloc_mw), OP(bind_mw), OP(dealloc_mw),
+		OP(reg_dmabuf_mr),
 		OP(rereg_mr),
 		OP(query_device_ex), OP(query_port), OP(free_context),
 #undef OP
@@ -1232,6 +1266,22 @@ int fk_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		mr->length = length;
 	}
 	return 0;
+}
+
+struct ibv_mr *fk_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				size_t length, uint64_t iova, int fd,
+				int access)
+{
+	struct ibv_mr *mr = fk.ops.reg_dmabuf_mr(pd, offset, length, iova, fd,
+						 access);
+
+	if (mr) {
+		mr->context = pd->context;
+		mr->pd = pd;
+		mr->addr = (void *)(uintptr_t)offset;
+		mr->length = length;
+	}
+	return mr;
 }
 
 int fk_dereg_mr(struct ibv_mr *mr)

@@ -35,6 +35,9 @@ bool fk_op_is_set(const char *name);
 
 struct ibv_pd *fk_alloc_pd(struct ibv_context *ctx);
 int fk_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *fk_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				size_t length, uint64_t iova, int fd,
+				int access);
 struct ibv_mr *fk_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			 uint64_t iova, int access);
 int fk_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,

@@ -265,7 +265,8 @@ TEST_F(Provider, ImplementsTheVerbsItShouldAndNoMore)
 	       "create_srq", "modify_srq", "query_srq", "destroy_srq",
 	       "post_srq_recv", "create_ah", "destroy_ah", "query_device_ex",
 	       "query_port", "free_context", "create_cq_ex", "create_qp_ex",
-	       "resize_cq", "alloc_mw", "dealloc_mw", "bind_mw", "rereg_mr" })
+	       "resize_cq", "alloc_mw", "dealloc_mw", "bind_mw", "rereg_mr",
+	       "reg_dmabuf_mr" })
 		EXPECT_TRUE(fk_op_is_set(op)) << op;
 	// Left to libibverbs' defaults: EOPNOTSUPP, or no-op hooks.
 	for (const char *op :
@@ -294,6 +295,37 @@ TEST_F(Provider, RegMrPassesIovaAndDropsUnknownOptionalAccess)
 	EXPECT_EQ(fk_reg_mr(pd_, buf_, sizeof(buf_), 0, IBV_ACCESS_ZERO_BASED),
 		  nullptr);
 	EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// ibv_reg_dmabuf_mr(): offset, iova and the rights the kernel takes for a
+// dma-buf go through (optional hints but relaxed ordering dropped, as for
+// reg_mr); the command's errors come back in errno.
+TEST_F(Provider, RegDmabufMrPassesItsArguments)
+{
+	const int optional_unknown = IBV_ACCESS_RELAXED_ORDERING << 1;
+	ibv_mr *mr = fk_reg_dmabuf_mr(pd_, 0x1234, 8192, 0x7000234, 5,
+				      IBV_ACCESS_LOCAL_WRITE |
+					      IBV_ACCESS_REMOTE_READ |
+					      IBV_ACCESS_RELAXED_ORDERING |
+					      optional_unknown);
+
+	ASSERT_NE(mr, nullptr) << errno;
+	EXPECT_EQ(Stats().last_mr_access,
+		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+			  IBV_ACCESS_RELAXED_ORDERING);
+	EXPECT_EQ(Stats().last_mr_iova, 0x7000234u);
+	EXPECT_EQ(Stats().bad_commands, 0u);
+	EXPECT_NE(mr->lkey, 0u);
+	EXPECT_EQ(fk_dereg_mr(mr), 0);
+
+	errno = 0;
+	EXPECT_EQ(fk_reg_dmabuf_mr(pd_, 0, 4096, 0, -1,
+				   IBV_ACCESS_LOCAL_WRITE), nullptr);
+	EXPECT_EQ(errno, EBADF);
+	errno = 0;
+	EXPECT_EQ(fk_reg_dmabuf_mr(pd_, 0, 4096, 0x10, 3,
+				   IBV_ACCESS_LOCAL_WRITE), nullptr);
+	EXPECT_EQ(errno, EINVAL);
 }
 
 // ibv_rereg_mr(): new keys copied into the ibv_mr, the access passed as
