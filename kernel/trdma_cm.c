@@ -594,6 +594,8 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	spin_lock_irqsave(&qp->lock, flags);
 	sock = qp->sock;
 	qp->sock = NULL;
+	/* A segment half sent on this connection is not for the next. */
+	qp->seg.kind = TRDMA_SEG_NONE;
 	spin_unlock_irqrestore(&qp->lock, flags);
 	trdma_tx_unlock(qp);
 	if (!sock)
@@ -1352,7 +1354,13 @@ static int trdma_pending_confirm(struct trdma_pending *p)
 	rv = 0;
 	if (qp) {
 		mutex_lock(&qp->state_mutex);
-		if (qp->state >= IB_QPS_RTR && trdma_pending_qp_waits(qp, h))
+		/*
+		 * The QP may have been reset and set up again (or destroyed
+		 * and its number reused) since the ACCEPT: the peer's PSN
+		 * proof must hold for it as it is now.
+		 */
+		if (qp->state >= IB_QPS_RTR && trdma_pending_qp_waits(qp, h) &&
+		    trdma_hello_proof(qp, h) > 0)
 			trdma_pending_attach(p, qp);
 		else
 			rv = -ECONNREFUSED;

@@ -28,11 +28,13 @@
  * false; valid, bad and users' increments are under db->lock.
  */
 #include <linux/dma-buf.h>
+#include <linux/dma-map-ops.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/mm.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/swiotlb.h>
 
 #include "trdma.h"
 #include "trdma_verbs.h"
@@ -306,6 +308,15 @@ struct ib_mr *trdma_reg_user_mr_dmabuf_udata(struct ib_pd *ibpd, u64 offset,
 
 	if (IS_ENABLED(CONFIG_DMABUF_DEBUG))
 		return ERR_PTR(-EOPNOTSUPP);	/* sg_page() is mangled */
+	/*
+	 * Where the exporter's mapping for our device bounces or syncs caches
+	 * (swiotlb forced, as in confidential guests; a non-coherent
+	 * architecture), its unmap would overwrite or discard what the CPU
+	 * wrote into the pages: no dma-buf MRs there.
+	 */
+	if (!dev_is_dma_coherent(trdma_dmabuf_dev) ||
+	    is_swiotlb_force_bounce(trdma_dmabuf_dev))
+		return ERR_PTR(-EOPNOTSUPP);
 	if (access & ~(TRDMA_DMABUF_ACCESS | IB_ACCESS_OPTIONAL))
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!length || length > trdma_limits.max_mr_size ||

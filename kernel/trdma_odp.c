@@ -113,20 +113,28 @@ struct ib_umem_odp *trdma_imr_child(struct trdma_mr *mr, unsigned long uva)
 }
 
 /*
- * Whether the process has memory at uva.  The callers may hold a QP's
- * tx_mutex: where the process exited meanwhile and this is the last user
- * of its address space, mmput_async() tears it down elsewhere.
+ * Whether the process has accessible memory at uva (a PROT_NONE
+ * reservation does not count: a peer holding the rkey must not make the
+ * kernel allocate for address space the process only reserved).  When
+ * true, the caller holds a reference on the address space and gives it
+ * back with mmput_async(): the child's interval notifier may be the mm's
+ * first, and registering one needs a live mm.  The callers may hold a
+ * QP's tx_mutex: where the process exited meanwhile and this is the last
+ * user of its address space, mmput_async() tears it down elsewhere.
  */
-static bool trdma_imr_mapped(struct trdma_imr *imr, unsigned long uva)
+static bool trdma_imr_mapped_get(struct trdma_imr *imr, unsigned long uva)
 {
+	struct vm_area_struct *vma;
 	bool mapped;
 
 	if (!mmget_not_zero(imr->mm))
 		return false;
 	mmap_read_lock(imr->mm);
-	mapped = vma_lookup(imr->mm, uva);
+	vma = vma_lookup(imr->mm, uva);
+	mapped = vma && (vma->vm_flags & (VM_READ | VM_WRITE));
 	mmap_read_unlock(imr->mm);
-	mmput_async(imr->mm);
+	if (!mapped)
+		mmput_async(imr->mm);
 	return mapped;
 }
 
@@ -169,7 +177,7 @@ struct ib_umem_odp *trdma_imr_child_make(struct trdma_mr *mr,
 	child = xa_load(&imr->children, idx);
 	if (child)
 		return child;
-	if (!trdma_imr_mapped(imr, uva))
+	if (!trdma_imr_mapped_get(imr, uva))
 		return ERR_PTR(-EFAULT);
 
 	mutex_lock(&imr->make_mutex);
@@ -193,6 +201,7 @@ struct ib_umem_odp *trdma_imr_child_make(struct trdma_mr *mr,
 	trdma_count(to_tdev(mr->ibmr.device), TRDMA_CNT_ODP_IMR_CHILDREN, 1);
 out:
 	mutex_unlock(&imr->make_mutex);
+	mmput_async(imr->mm);
 	return child;
 }
 

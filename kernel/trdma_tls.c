@@ -141,10 +141,10 @@ static int trdma_tls_transcript(const struct trdma_tls_hs *hs,
  * confirmation (mine) and the peer's as it must be (hs->confirm).
  */
 static int trdma_tls_derive(struct trdma_qp *qp, struct trdma_tls_hs *hs,
-			    const u8 *th, struct trdma_kdf_dir *tx,
-			    struct trdma_kdf_dir *rx, u8 *mine)
+			    const struct trdma_hello *req, const u8 *th,
+			    struct trdma_kdf_dir *tx, struct trdma_kdf_dir *rx,
+			    u8 *mine)
 {
-	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
 	struct trdma_kdf_out o;
 	struct trdma_kdf_ends e;
 	u8 key[TCP_MD5SIG_MAXKEYLEN];
@@ -153,17 +153,16 @@ static int trdma_tls_derive(struct trdma_qp *qp, struct trdma_tls_hs *hs,
 	int rv;
 
 	BUILD_BUG_ON(sizeof(hs->confirm) != TRDMA_KDF_CONFIRM_LEN);
-	if (hs->active) {
-		memcpy(e.req_gid, grh->sgid_attr->gid.raw, 16);
-		e.req_qpn = qp->ibqp.qp_num;
-		memcpy(e.acc_gid, grh->dgid.raw, 16);
-		e.acc_qpn = qp->attr.dest_qp_num;
-	} else {
-		memcpy(e.req_gid, grh->dgid.raw, 16);
-		e.req_qpn = qp->attr.dest_qp_num;
-		memcpy(e.acc_gid, grh->sgid_attr->gid.raw, 16);
-		e.acc_qpn = qp->ibqp.qp_num;
-	}
+	/*
+	 * Both ends as the REQ names them: the connecting side made it from
+	 * its QP's attributes under state_mutex, the accepting side checked
+	 * them against its QP's; neither reads attributes that a modify_qp
+	 * racing this (unlocked) work could change.
+	 */
+	memcpy(e.req_gid, req->src_gid, 16);
+	e.req_qpn = be32_to_cpu(req->src_qpn);
+	memcpy(e.acc_gid, req->dst_gid, 16);
+	e.acc_qpn = be32_to_cpu(req->dst_qpn);
 	keylen = trdma_key_read(qp->tdev, key);
 	if (!keylen)
 		return -ENOKEY;
@@ -236,7 +235,7 @@ int trdma_tls_install(struct trdma_qp *qp, struct socket *sock,
 	rv = trdma_tls_transcript(hs, req, acc, th);
 	if (rv)
 		return rv;
-	rv = trdma_tls_derive(qp, hs, th, &tx, &rx, mine);
+	rv = trdma_tls_derive(qp, hs, req, th, &tx, &rx, mine);
 	if (rv)
 		return rv;
 	rv = sock->ops->setsockopt(sock, SOL_TCP, TCP_ULP,

@@ -620,7 +620,8 @@ static const struct trdma_sge *trdma_sge_at(const struct trdma_sqe *sqe,
 
 /*
  * Copies len bytes from [va, va + len) of the MR key names to dst.
- * Returns 0, or -EACCES when the key does not allow it.
+ * Returns 0, or -EFAULT when the key or its memory does not allow it
+ * (an error TCP's sends of kernel memory never return).
  */
 static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 			    int access, u8 *dst)
@@ -628,7 +629,7 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 	struct trdma_mr *mr = trdma_tx_mr_get(qp, key, va, len, access);
 
 	if (!mr)
-		return -EACCES;
+		return -EFAULT;
 	while (len) {
 		u32 pg_off, n;
 		struct page *page = trdma_mr_page_get(mr, va, false, &pg_off);
@@ -637,7 +638,7 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 		if (IS_ERR(page)) {
 			/* ODP: -EAGAIN from the receive path, to the worker. */
 			trdma_mr_put(mr);
-			return PTR_ERR(page) == -EAGAIN ? -EAGAIN : -EACCES;
+			return PTR_ERR(page) == -EAGAIN ? -EAGAIN : -EFAULT;
 		}
 		n = min_t(u32, len, PAGE_SIZE - pg_off);
 		src = kmap_local_page(page);
@@ -654,7 +655,8 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 
 /*
  * Copies len bytes at offset off of a checked send WQE's payload, from its
- * inline data (or an atomic write's 8 bytes) or its SGEs, to dst.  Returns 0, -EACCES or -EINVAL.
+ * inline data (or an atomic write's 8 bytes) or its SGEs, to dst.  Returns
+ * 0, -EFAULT or -EINVAL.
  */
 int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 		     u32 off, u32 len, u8 *dst)
@@ -685,7 +687,7 @@ int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 
 /*
  * Copies the payload of the current segment (at most TRDMA_TX_COPY_MAX
- * bytes) behind its headers.  Returns 0, -EACCES or -EINVAL.
+ * bytes) behind its headers.  Returns 0, -EFAULT or -EINVAL.
  */
 static int trdma_tx_gather(struct trdma_qp *qp)
 {
@@ -708,7 +710,7 @@ static int trdma_tx_gather(struct trdma_qp *qp)
  * Sends up to len payload bytes from [va, va + len) of the MR key names:
  * the page itself, or with copy a copy of its bytes (TCP then holds no
  * reference to memory the application may reuse).  Returns bytes sent,
- * -EAGAIN, or -EACCES when the key no longer allows it.
+ * -EAGAIN, or -EFAULT when the key or its memory no longer allows it.
  */
 static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		       u64 va, u32 len, int access, bool more, bool copy)
@@ -719,11 +721,11 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 	struct page *page;
 
 	if (!mr)
-		return -EACCES;
+		return -EFAULT;
 	page = trdma_mr_page_get(mr, va, false, &pg_off);
 	if (IS_ERR(page)) {
 		trdma_mr_put(mr);
-		return -EACCES;
+		return -EFAULT;
 	}
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
 	flags = more || n < len ? MSG_MORE : 0;
@@ -944,8 +946,10 @@ static bool trdma_tx_seg_sent(struct trdma_qp *qp, bool next)
  * changed since the intake checked it, an ODP page that cannot be
  * faulted in): the WQE completes with a local protection error, the rest
  * are flushed, as on IB.  Part of its segment may be in TCP already, so
- * the connection goes too (trdma_tx_failed()).  Returns
- * TRDMA_TX_WQE_FAILED, which trdma_tx_run() passes on.
+ * nothing more goes on this connection: the segment is dropped, the QP
+ * errs before the transmitter lets go (no other can send meanwhile), and
+ * the connection is closed.  Returns TRDMA_TX_WQE_FAILED, which
+ * trdma_tx_run() passes on.  Owning, under tx_mutex.
  */
 #define TRDMA_TX_WQE_FAILED	1
 
@@ -962,7 +966,10 @@ static int trdma_tx_wqe_failed(struct trdma_qp *qp)
 		if (swi->status == IB_WC_SUCCESS)
 			swi->status = IB_WC_LOC_PROT_ERR;
 	}
+	qp->seg.kind = TRDMA_SEG_NONE;
 	spin_unlock_irqrestore(&qp->lock, flags);
+	/* Its completion tells the application: no async event. */
+	trdma_qp_wr_error(qp);
 	return TRDMA_TX_WQE_FAILED;
 }
 
@@ -980,7 +987,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 		rv = trdma_tx_push(qp, qp->sock, false);
 		if (rv == -EAGAIN)
 			break;	/* write_space kicks us again */
-		if (rv == -EACCES && qp->seg.kind == TRDMA_SEG_WQE)
+		if (rv == -EFAULT && qp->seg.kind == TRDMA_SEG_WQE)
 			rv = trdma_tx_wqe_failed(qp);
 		if (rv)
 			break;
@@ -1003,12 +1010,8 @@ static int trdma_tx_run(struct trdma_qp *qp)
 
 static void trdma_tx_failed(struct trdma_qp *qp, int rv)
 {
-	/* A WQE's own error: its completion tells, no async event. */
-	if (rv == TRDMA_TX_WQE_FAILED) {
-		trdma_qp_wr_error(qp);
-		return;
-	}
-	if (rv && rv != -EAGAIN) {
+	/* A WQE's own error: trdma_tx_wqe_failed() dealt with it. */
+	if (rv && rv != -EAGAIN && rv != TRDMA_TX_WQE_FAILED) {
 		ibdev_dbg(qp->ibqp.device, "QP %u: transmit failed: %d\n",
 			  qp->ibqp.qp_num, rv);
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
