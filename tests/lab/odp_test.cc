@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -31,6 +32,14 @@ namespace {
 constexpr int kOdpAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                            IBV_ACCESS_ON_DEMAND;
+
+// How often the DontneedRaces tests take the pages away.  A page the
+// receive path misses costs an RNR round trip (the requester resends the
+// message from its start after the RNR timer, the fault work runs
+// meanwhile); pages taken away much more often than that round trip, which
+// a loaded TCG guest stretches to milliseconds, leave a WRITE little chance
+// to find all of them in (seen with 300 us: a WRITE not done in 10 s).
+constexpr auto kDontneedEvery = std::chrono::milliseconds(5);
 
 class OdpTest : public DataPathTest {
  protected:
@@ -306,7 +315,7 @@ TEST_F(OdpTest, DontneedRacesWrites) {
   std::thread t([&] {
     while (!stop) {
       madvise(odp_, kOdpLen, MADV_DONTNEED);
-      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      std::this_thread::sleep_for(kDontneedEvery);
     }
   });
   const uint32_t len = 64 << 10;
@@ -678,7 +687,7 @@ TEST_F(ImplicitOdpTest, DontneedRacesWrites) {
   std::thread t([&] {
     while (!stop) {
       madvise(map, mlen, MADV_DONTNEED);
-      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      std::this_thread::sleep_for(kDontneedEvery);
     }
   });
   const uint32_t len = 64 << 10;
