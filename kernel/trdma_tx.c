@@ -716,21 +716,47 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		       u64 va, u32 len, int access, bool more, bool copy)
 {
 	struct trdma_mr *mr = trdma_tx_mr_get(qp, key, va, len, access);
+	void *bounce = NULL;
 	int flags, rv;
 	u32 pg_off, n;
 	struct page *page;
 
 	if (!mr)
 		return -EFAULT;
+	/*
+	 * A dma-buf MR's bytes go through a bounce page: TCP keeps no
+	 * reference to a page the exporter may move, and the page is given
+	 * back before the send, so none is held across the socket lock's
+	 * sleep or an allocation's reclaim, where the exporter's move_notify
+	 * (under the buffer's reservation lock) would wait for it.
+	 */
+	if (mr->dmabuf) {
+		bounce = kmalloc(PAGE_SIZE, GFP_KERNEL);
+		if (!bounce) {
+			trdma_mr_put(mr);
+			return -ENOMEM;
+		}
+	}
 	page = trdma_mr_page_get(mr, va, false, &pg_off);
 	if (IS_ERR(page)) {
 		trdma_mr_put(mr);
+		kfree(bounce);
 		return -EFAULT;
 	}
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
 	flags = more || n < len ? MSG_MORE : 0;
-	/* TCP keeps no reference to a page a dma-buf's exporter may move. */
-	if (copy || mr->dmabuf) {
+	if (bounce) {
+		void *src = kmap_local_page(page);
+
+		memcpy(bounce, src + pg_off, n);
+		kunmap_local(src);
+		trdma_mr_page_put(mr, page, false);
+		trdma_mr_put(mr);
+		rv = trdma_tx_copy(sock->sk, false, bounce, n, flags);
+		kfree(bounce);
+		return rv;
+	}
+	if (copy) {
 		/* A local mapping may be held across the socket lock's sleep. */
 		void *src = kmap_local_page(page);
 
