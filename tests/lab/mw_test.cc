@@ -640,6 +640,20 @@ class MwRaceTest : public MwTest {
     }
   }
 
+  // A window of type over the first MiB of b_'s buffer with access, bound
+  // (type 1 from b_.qp, type 2 from xb); its rkey in *rkey.
+  ibv_mw *Window(ibv_mw_type type, ibv_qp *xb, int access, uint32_t *rkey) {
+    ibv_mw *mw = Mw(type);
+    if (!mw) return nullptr;
+    ibv_mw_bind_info bi = Info(wmr_, 0, 1 << 20, access);
+    *rkey = type == IBV_MW_TYPE_2 ? ibv_inc_rkey(mw->rkey) : 0;
+    ibv_wc c = type == IBV_MW_TYPE_2 ? Bind2(xb, b_.cq, mw, *rkey, bi)
+                                     : Bind1(b_.qp, b_.cq, mw, bi);
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+    if (type == IBV_MW_TYPE_1) *rkey = mw->rkey;
+    return c.status == IBV_WC_SUCCESS ? mw : nullptr;
+  }
+
   ibv_wc inv_ = {};
 
   // The dead key reaches nothing, from a pair that is still up.
@@ -656,13 +670,9 @@ TEST_F(MwRaceTest, Type2LocalInvalidateUnderRemoteWrites) {
   ibv_qp *xa, *xb;
   XPair(&xa, &xb, nullptr, kRaceWrites);
   ASSERT_FALSE(HasFatalFailure());
-  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  uint32_t rkey;
+  ibv_mw *mw = Window(IBV_MW_TYPE_2, xb, IBV_ACCESS_REMOTE_WRITE, &rkey);
   ASSERT_NE(mw, nullptr);
-  uint32_t rkey = ibv_inc_rkey(mw->rkey);
-  ASSERT_EQ(Bind2(xb, b_.cq, mw, rkey,
-                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_WRITE))
-                .status,
-            IBV_WC_SUCCESS);
   bool up = Race(xa, a_.cq, rkey, [&] { LocalInv(xb, rkey); });
   ASSERT_FALSE(HasFatalFailure());
   ExpectInvCompleted(up);
@@ -679,13 +689,9 @@ TEST_F(MwRaceTest, Type1DeallocUnderRemoteWrites) {
   ibv_qp *xa, *xb;
   XPair(&xa, &xb, nullptr, kRaceWrites);
   ASSERT_FALSE(HasFatalFailure());
-  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  uint32_t rkey;
+  ibv_mw *mw = Window(IBV_MW_TYPE_1, xb, IBV_ACCESS_REMOTE_WRITE, &rkey);
   ASSERT_NE(mw, nullptr);
-  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
-                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_WRITE))
-                .status,
-            IBV_WC_SUCCESS);
-  uint32_t rkey = mw->rkey;
   Race(xa, a_.cq, rkey, [&] {
     ASSERT_EQ(ibv_dealloc_mw(mw), 0);
     mws_.clear();
@@ -700,13 +706,9 @@ TEST_F(MwRaceTest, Type1UnbindUnderRemoteWrites) {
   ibv_qp *xa, *xb;
   XPair(&xa, &xb, nullptr, kRaceWrites);
   ASSERT_FALSE(HasFatalFailure());
-  ibv_mw *mw = Mw(IBV_MW_TYPE_1);
+  uint32_t rkey;
+  ibv_mw *mw = Window(IBV_MW_TYPE_1, xb, IBV_ACCESS_REMOTE_WRITE, &rkey);
   ASSERT_NE(mw, nullptr);
-  ASSERT_EQ(Bind1(b_.qp, b_.cq, mw,
-                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_WRITE))
-                .status,
-            IBV_WC_SUCCESS);
-  uint32_t rkey = mw->rkey;
   // A bind of length 0 from the owner's QP invalidates the window.
   Race(xa, a_.cq, rkey, [&] {
     ibv_wc c = Bind1(b_.qp, b_.cq, mw, Info(wmr_, 0, 0, 0));
@@ -720,13 +722,9 @@ TEST_F(MwRaceTest, Type2LocalInvalidateUnderRemoteReads) {
   ibv_qp *xa, *xb;
   XPair(&xa, &xb, nullptr, kRaceWrites);
   ASSERT_FALSE(HasFatalFailure());
-  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  uint32_t rkey;
+  ibv_mw *mw = Window(IBV_MW_TYPE_2, xb, IBV_ACCESS_REMOTE_READ, &rkey);
   ASSERT_NE(mw, nullptr);
-  uint32_t rkey = ibv_inc_rkey(mw->rkey);
-  ASSERT_EQ(Bind2(xb, b_.cq, mw, rkey,
-                  Info(wmr_, 0, 1 << 20, IBV_ACCESS_REMOTE_READ))
-                .status,
-            IBV_WC_SUCCESS);
   bool up = Race(xa, a_.cq, rkey, [&] { LocalInv(xb, rkey); },
                  IBV_WR_RDMA_READ);
   ExpectInvCompleted(up);
