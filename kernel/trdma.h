@@ -444,13 +444,15 @@ struct trdma_swqe_info {
 
 /* A READ or atomic request the responder is answering. */
 struct trdma_rd_resp {
-	bool atomic;		/* an ATOMIC_ACK with orig */
-	u64 orig;
+	union {
+		u64 va;		/* READ: where the response comes from */
+		u64 orig;	/* atomic: the value the ATOMIC_ACK returns */
+	};
 	u32 msn;
 	u32 rkey;
-	u64 va;
 	u32 len;
 	u32 sent;
+	bool atomic;		/* an ATOMIC_ACK with orig */
 };
 
 /*

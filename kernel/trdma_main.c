@@ -432,6 +432,17 @@ static void trdma_dealloc_driver(struct ib_device *ibdev)
 	xa_destroy(&tdev->qp_xa);
 }
 
+/*
+ * The core allocates a QP (INIT_RDMA_OBJ_SIZE below) with kzalloc(): one
+ * byte over 4 KiB and it comes from kmalloc-8k, 4 KiB more kernel memory
+ * for each of ten thousand QPs (docs/performance.md, memory per QP).
+ * Kernels with lock debugging grow the locks inside and may pass it.
+ */
+#if !defined(CONFIG_DEBUG_SPINLOCK) && !defined(CONFIG_DEBUG_LOCK_ALLOC) && \
+	!defined(CONFIG_DEBUG_MUTEXES) && !defined(CONFIG_PREEMPT_RT)
+static_assert(sizeof(struct trdma_qp) <= 4096);
+#endif
+
 static const struct ib_device_ops trdma_dev_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
