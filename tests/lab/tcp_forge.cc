@@ -280,9 +280,20 @@ bool Parse(const uint8_t *p, ssize_t n, Pkt &k)
 	return true;
 }
 
+// Drops what the packet socket holds so far.
+void Drain(int fd)
+{
+	uint8_t p[64];
+	pollfd pf = { fd, POLLIN, 0 };
+
+	while (poll(&pf, 1, 0) == 1 && recv(fd, p, sizeof(p), MSG_TRUNC) >= 0)
+		;
+}
+
 // The packets of IFACE for ms milliseconds, or until A has been quiet on
 // the flow for quiet_ms (0: no such stop).  Without a known flow, the
-// first A-to-B segment with data and port 4791 at one end sets it.
+// first A-to-B segment with 1 KiB of data or more and port 4791 at one
+// end sets it (the other pair's ACKs are smaller).
 void Sniff(int fd, Flow &f, uint32_t a_ip, int ms, int quiet_ms)
 {
 	auto until = Clock::now() + std::chrono::milliseconds(ms);
@@ -302,7 +313,7 @@ void Sniff(int fd, Flow &f, uint32_t a_ip, int ms, int quiet_ms)
 		bool from_a = k.ip->saddr == a_ip;
 		uint16_t sp = ntohs(k.tcp->source), dp = ntohs(k.tcp->dest);
 		if (!f.known) {
-			if (!from_a || !k.len || (sp != 4791 && dp != 4791))
+			if (!from_a || k.len < 1024 || (sp != 4791 && dp != 4791))
 				continue;
 			f.a_ip = k.ip->saddr;
 			f.b_ip = k.ip->daddr;
@@ -457,9 +468,12 @@ int main(int argc, char **argv)
 	if (!Stream(x2, y2, 1, 1) || !Stream(y2, x2, 1, 2) ||
 	    !Stream(y1, x1, 1, 3))
 		return 1;
-	// Pair 1's connection: the one that carries x1's next SEND.
+	// Pair 1's connection: the one that carries x1's next SEND (4 KiB),
+	// the only data A sends from here on.
 	Flow f;
+	usleep(500000);
 	for (int i = 0; i < 20 && !f.known; i++) {
+		Drain(pfd);
 		if (!Stream(x1, y1, 1, 4 + i))
 			return 1;
 		Sniff(pfd, f, a_ip, 300, 0);
