@@ -1334,8 +1334,11 @@ static void trdma_pending_unconfirmed(struct trdma_pending *p, const char *why,
 /*
  * A confirming connection: reads the peer's key confirmation, the first
  * record of its stream, without waiting.  Right: the connection binds to
- * its QP if that still waits for it (another connection may have taken
- * it meanwhile: this one is closed).  Wrong, a record that fails
+ * its QP if that still waits for that peer and the hello's PSN proof still
+ * holds; else (another connection took the QP meanwhile, or it was reset
+ * and set up again for another peer or PSN) it is refused, counted in
+ * connections_refused (refused_bad_psn too for a stale proof) and closed.
+ * Wrong, a record that fails
  * authentication (a peer without the key, a hello changed on the path),
  * or none within accept_timeout: refused.  Returns -EAGAIN while it waits,
  * else 0 (p is gone).  Under trdma_pending_lock.
@@ -1343,6 +1346,7 @@ static void trdma_pending_unconfirmed(struct trdma_pending *p, const char *why,
 static int trdma_pending_confirm(struct trdma_pending *p)
 {
 	const struct trdma_hello *h = &p->hello;
+	const char *why = "no such QP";
 	struct trdma_dev *tdev;
 	struct trdma_qp *qp;
 	union ib_gid gid;
@@ -1385,7 +1389,7 @@ static int trdma_pending_confirm(struct trdma_pending *p)
 	memcpy(gid.raw, h->dst_gid, 16);
 	tdev = trdma_dev_get_by_gid(sock_net(p->sock->sk), &gid);
 	qp = tdev ? trdma_qp_get(tdev, be32_to_cpu(h->dst_qpn)) : NULL;
-	rv = 0;
+	rv = -ENOENT;
 	if (qp) {
 		mutex_lock(&qp->state_mutex);
 		/*
@@ -1393,23 +1397,37 @@ static int trdma_pending_confirm(struct trdma_pending *p)
 		 * and its number reused) since the ACCEPT: the peer's PSN
 		 * proof must hold for it as it is now.
 		 */
-		if (qp->state >= IB_QPS_RTR && trdma_pending_qp_waits(qp, h) &&
-		    trdma_hello_proof(qp, h) > 0)
+		rv = -ECONNREFUSED;
+		if (qp->state < IB_QPS_RTR || !trdma_pending_qp_waits(qp, h)) {
+			why = "the QP no longer waits for that peer";
+		} else if (trdma_hello_proof(qp, h) <= 0) {
+			why = "its PSN proof no longer holds";
+			rv = -EACCES;
+		} else {
 			trdma_pending_attach(p, qp);
-		else
-			rv = -ECONNREFUSED;
+			rv = 0;
+		}
 		mutex_unlock(&qp->state_mutex);
 		trdma_qp_put(qp);
-	} else {
-		rv = -ENOENT;
+	}
+	if (rv) {
+		/*
+		 * Refused as a hello would be now: counted (a stale PSN
+		 * proof also in refused_bad_psn), logged, closed.
+		 */
+		if (tdev) {
+			trdma_count(tdev, TRDMA_CNT_REFUSED, 1);
+			if (rv == -EACCES)
+				trdma_count(tdev, TRDMA_CNT_REFUSED_PSN, 1);
+		}
+		pr_info_ratelimited("trdma: confirmed connection for QP %u from %pISc (hello from GID %pI6c QP %u) refused: %s (%d)\n",
+				    be32_to_cpu(h->dst_qpn), &p->peer,
+				    h->src_gid, be32_to_cpu(h->src_qpn), why,
+				    rv);
+		trdma_pending_close(p);
 	}
 	if (tdev)
 		ib_device_put(&tdev->ibdev);
-	if (rv) {
-		pr_debug("trdma: confirmed connection to QP %u: the QP no longer waits for it\n",
-			 be32_to_cpu(h->dst_qpn));
-		trdma_pending_close(p);
-	}
 	return 0;
 }
 
