@@ -91,6 +91,7 @@ enum trdma_counter {
 	TRDMA_CNT_TCPOPT_AGREE,
 	TRDMA_CNT_TCPOPT_DISAGREE,
 	TRDMA_CNT_TX_FROM_RX,
+	TRDMA_CNT_TX_CORKED,
 	TRDMA_CNT_UD_TX,
 	TRDMA_CNT_UD_TX_DROPPED,
 	TRDMA_CNT_UD_RX,
@@ -484,6 +485,7 @@ struct trdma_tx_seg {
 	u32 wqe;		/* SEG_WQE: swq index */
 	bool last;		/* last segment of its message */
 	bool opt_noted;		/* its trdma TCP option record is made */
+	bool corked;		/* goes with MSG_MORE, no EOR (tx_cork) */
 };
 
 /* Where one trdma segment handed to TCP starts (trdma_tcpopt.c). */
@@ -676,6 +678,14 @@ struct trdma_qp {
 	u32 rd_outstanding;		/* READs sent, response not complete */
 	struct trdma_tx_seg seg;
 	struct trdma_txopt txopt;
+	/*
+	 * Bytes of the corked run (tx_cork): the trdma segments handed to
+	 * TCP with MSG_MORE and without the EOR mark since the last skb
+	 * boundary the transmitter made, the current one included once it
+	 * is corked.  Not 0: TCP may hold them, and the transmitter pushes
+	 * them before it lets go (trdma_tx_uncork()).  Transmitter only.
+	 */
+	u32 tx_cork_len;
 	/*
 	 * Responder work queued by the receive path; under lock (the
 	 * receive path, which alone sets ack_pending, peeks at it without
@@ -987,6 +997,7 @@ void trdma_txopt_free(struct trdma_qp *qp);
 bool trdma_txopt_begin(struct trdma_qp *qp, struct sock *sk, u32 len,
 		       const struct trdma_bth *bth, bool may_grow);
 int trdma_txopt_eor(struct trdma_qp *qp);
+void trdma_txopt_boundary(struct trdma_qp *qp, struct socket *sock);
 void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
 		     bool eor_sent);
 bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt);

@@ -10,8 +10,12 @@
  * (their options are identical).
  *
  * The transmit path records where each trdma segment starts (tx records)
- * and ends each one on an skb boundary (the skb's EOR mark, so TCP never
- * puts bytes of two trdma segments into one packet); the connection's MSS
+ * and ends each one on an skb boundary (the skb's EOR mark), except where
+ * it corks small segments (tx_cork, trdma_tx.c): then several go into one
+ * skb of at most one MSS, which GSO leaves whole, and that packet's option
+ * names the trdma segment its first byte belongs to.  A segment larger
+ * than the MSS is alone in its skbs, so its option is the same on all of
+ * its packets.  The connection's MSS
  * is reduced by the option's length (icsk_ext_hdr_len, the way IP options
  * do it), so the option fits the MTU.  A netfilter LOCAL_OUT hook finds the
  * record of each outgoing data skb of a trdma socket and inserts the option
@@ -77,6 +81,7 @@ void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
 	struct inet_connection_sock *icsk = inet_csk(sk);
 
 	o->next = 1 + sizeof(struct trdma_hello);
+	qp->tx_cork_len = 0;
 	o->head = 0;
 	o->tail = 0;
 	o->on = false;
@@ -201,6 +206,21 @@ int trdma_txopt_eor(struct trdma_qp *qp)
 }
 
 /*
+ * Ends the skb the last bytes queued went into (its EOR mark), so that
+ * the next trdma segment starts a new one: before a segment that would
+ * take a corked run past the MSS, and when a corked run ends.  By the
+ * transmitter, process context.
+ */
+void trdma_txopt_boundary(struct trdma_qp *qp, struct socket *sock)
+{
+	if (!qp->txopt.on)
+		return;
+	lock_sock(sock->sk);
+	trdma_txopt_mark_eor(sock->sk);
+	release_sock(sock->sk);
+}
+
+/*
  * The whole trdma segment of len bytes is queued; eor_sent: its last
  * bytes went with trdma_txopt_eor().  By the transmitter; process context
  * unless eor_sent.
@@ -217,11 +237,14 @@ void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
 }
 
 /*
- * Finds the record of the trdma segment holding stream bytes
- * [rel, rel + plen).  Returns false when none holds all of them.
+ * Finds the record of the trdma segment holding stream byte rel, the
+ * first of a packet's plen.  Those plen bytes may run on into later
+ * trdma segments (a corked run) only where they go as one packet
+ * (one_packet: not GSO, which would copy the option into packets that
+ * start in other segments).  Returns false when there is no such record.
  */
 static bool trdma_txopt_find(struct trdma_txopt *o, u32 rel, u32 plen,
-			     struct trdma_tcp_opt *opt)
+			     bool one_packet, struct trdma_tcp_opt *opt)
 {
 	const struct trdma_txopt_rec *r = NULL;
 	u32 lo, hi;
@@ -242,7 +265,8 @@ static bool trdma_txopt_find(struct trdma_txopt *o, u32 rel, u32 plen,
 			hi = mid;
 		}
 	}
-	if (r && rel - r->start + plen <= r->len) {
+	if (r && rel - r->start < r->len &&
+	    (one_packet || rel - r->start + plen <= r->len)) {
 		opt->kind = TRDMA_TCPOPT_KIND;
 		opt->len = TRDMA_TCPOPT_LEN;
 		opt->exid = cpu_to_be16(TRDMA_TCPOPT_EXID);
@@ -339,7 +363,7 @@ static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 	if (thlen + TRDMA_TCPOPT_LEN > MAX_TCP_OPTION_SPACE + sizeof(*th) ||
 	    skb->ip_summed != CHECKSUM_PARTIAL || !skb_dst(skb) ||
 	    seglen > dst_mtu(skb_dst(skb)) ||
-	    !trdma_txopt_find(&qp->txopt, rel, plen, &opt) ||
+	    !trdma_txopt_find(&qp->txopt, rel, plen, !skb_is_gso(skb), &opt) ||
 	    trdma_tcpopt_insert(skb, nhlen, thlen, &opt, v6))
 		goto left_off;
 	trdma_count(qp->tdev, TRDMA_CNT_TCPOPT_TAGGED, 1);

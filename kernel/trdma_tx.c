@@ -18,6 +18,7 @@
 #include <linux/net.h>
 #include <linux/sched/clock.h>
 #include <net/sock.h>
+#include <net/tcp.h>
 
 #include "trdma.h"
 #include "trdma_verbs.h"
@@ -38,6 +39,11 @@ static uint trdma_ack_coalesce_us = 4000;
 module_param_named(ack_coalesce_us, trdma_ack_coalesce_us, uint, 0644);
 MODULE_PARM_DESC(ack_coalesce_us,
 		 "most us an ACK the requester did not ask for may wait to go with a later one (4000; 0: never)");
+
+static bool trdma_tx_cork_on = true;
+module_param_named(tx_cork, trdma_tx_cork_on, bool, 0644);
+MODULE_PARM_DESC(tx_cork,
+		 "pack small segments with more behind them into one TCP segment (1)");
 
 /* A sample of the turnaround is cut to this: long ones all mean "slow". */
 #define TRDMA_ACK_TURN_MAX_NS	(4 * NSEC_PER_MSEC)
@@ -812,6 +818,91 @@ static bool trdma_seg_flat(const struct trdma_tx_seg *seg)
 }
 
 /*
+ * Corking (tx_cork).  A small segment (one that goes in one call,
+ * trdma_seg_flat()) with more ready behind it goes to TCP with MSG_MORE
+ * and without the EOR mark, so that TCP puts it and the ones after it
+ * into one skb, one TCP segment and one receive upcall, not one each.
+ * The corked run is bounded by the MSS, less the room TCP's own options
+ * may take from it (tcp_current_mss()): a segment that would take it
+ * past that starts a new skb (trdma_txopt_boundary()), so GSO never
+ * splits an skb holding bytes of two trdma segments and the TCP option
+ * of each packet names the segment of its first byte.  The last segment
+ * of a batch goes without MSG_MORE and with the EOR mark, which pushes
+ * the run; where the transmitter stops with a corked run (what it
+ * guessed would follow could not go, the socket is full) it pushes it
+ * before it lets go (trdma_tx_uncork()), so nothing stays corked while
+ * it is idle and the receive path's ACKs (trdma_tx_ack_from_rx()), which
+ * never cork, never queue behind held bytes.  Not over kTLS, whose
+ * MSG_MORE holds its record open.
+ */
+
+/*
+ * Whether a segment is ready behind the current one: a guess, without
+ * qp->lock.  Wrong, it costs a push or a missed packing, never bytes.
+ */
+static bool trdma_tx_more_ready(struct trdma_qp *qp)
+{
+	const struct trdma_tx_seg *seg = &qp->seg;
+	u32 rd_head = READ_ONCE(qp->rd_head);
+
+	if (READ_ONCE(qp->ack_pending))
+		return true;	/* goes next, carried or alone */
+	if (seg->kind == TRDMA_SEG_RDRESP && seg->last)
+		rd_head++;
+	if (rd_head != READ_ONCE(qp->rd_tail))
+		return true;
+	if (seg->kind == TRDMA_SEG_WQE)
+		return !seg->last || seg->wqe + 1 != READ_ONCE(qp->sq_intake);
+	return READ_ONCE(qp->sq_tx) != READ_ONCE(qp->sq_intake);
+}
+
+/* The most bytes a corked run may hold. */
+static u32 trdma_tx_cork_room(struct sock *sk)
+{
+	u32 mss = READ_ONCE(tcp_sk(sk)->mss_cache);
+
+	return mss > MAX_TCP_OPTION_SPACE ? mss - MAX_TCP_OPTION_SPACE : 0;
+}
+
+/*
+ * A segment's first bytes are about to go (process context): decide
+ * whether it is corked, ending the corked run before it where it would
+ * not fit.
+ */
+static void trdma_tx_cork_decide(struct trdma_qp *qp, struct socket *sock)
+{
+	struct trdma_tx_seg *seg = &qp->seg;
+	u32 len = seg->hdr_len + seg->len, room;
+
+	seg->corked = false;
+	if (!READ_ONCE(trdma_tx_cork_on) && !qp->tx_cork_len)
+		return;
+	room = trdma_tx_cork_room(sock->sk);
+	if (qp->tx_cork_len && qp->tx_cork_len + len > room) {
+		trdma_txopt_boundary(qp, sock);
+		qp->tx_cork_len = 0;
+	}
+	if (READ_ONCE(trdma_tx_cork_on) && !qp->tls && trdma_seg_flat(seg) &&
+	    len <= room && trdma_tx_more_ready(qp)) {
+		seg->corked = true;
+		qp->tx_cork_len += len;
+	}
+}
+
+/*
+ * The transmitter stops: push a corked run, ending its skb.  Process
+ * context, owning.
+ */
+static void trdma_tx_uncork(struct trdma_qp *qp)
+{
+	if (!qp->tx_cork_len || !qp->sock)
+		return;
+	trdma_txopt_boundary(qp, qp->sock);
+	tcp_sock_set_cork(qp->sock->sk, false);
+	qp->tx_cork_len = 0;
+}
+
+/*
  * Pushes the current segment.  0 when all of it is out.  A small payload
  * is copied behind the headers and goes with them in one call; the last
  * bytes of a segment sent that way carry MSG_EOR (TCP starts the next
@@ -836,6 +927,10 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 				return rv;
 			seg->copied = true;
 		}
+		if (!locked)
+			trdma_tx_cork_decide(qp, sock);
+		else
+			seg->corked = false;
 		if (!trdma_txopt_begin(qp, sock->sk, seg->hdr_len + seg->len,
 				       (const struct trdma_bth *)seg->hdr,
 				       !locked) && locked)
@@ -846,8 +941,8 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 	while (seg->hdr_sent < flat) {
 		rv = trdma_tx_copy(sock->sk, locked, seg->hdr + seg->hdr_sent,
 				   flat - seg->hdr_sent,
-				   trdma_seg_flat(seg) ? trdma_txopt_eor(qp) :
-							 MSG_MORE);
+				   !trdma_seg_flat(seg) || seg->corked ?
+				   MSG_MORE : trdma_txopt_eor(qp));
 		if (rv < 0)
 			return rv;
 		seg->hdr_sent += rv;
@@ -963,6 +1058,11 @@ static bool trdma_tx_seg_sent(struct trdma_qp *qp, bool next)
 {
 	trdma_txopt_end(qp, qp->sock, qp->seg.hdr_len + qp->seg.len,
 			trdma_seg_flat(&qp->seg));
+	/* Not corked: its last bytes pushed the run before it. */
+	if (qp->seg.corked)
+		trdma_count(qp->tdev, TRDMA_CNT_TX_CORKED, 1);
+	else
+		qp->tx_cork_len = 0;
 	trdma_tx_count(qp);
 	return trdma_tx_seg_done(qp, next);
 }
@@ -1031,6 +1131,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			break;
 		}
 	}
+	trdma_tx_uncork(qp);
 	return rv;
 }
 

@@ -102,6 +102,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_TCPOPT_AGREE].name = "tcp_option_agree",
 	[TRDMA_CNT_TCPOPT_DISAGREE].name = "tcp_option_disagree",
 	[TRDMA_CNT_TX_FROM_RX].name = "tx_from_rx",
+	[TRDMA_CNT_TX_CORKED].name = "tx_corked",
 	[TRDMA_CNT_UD_TX].name = "ud_tx_datagrams",
 	[TRDMA_CNT_UD_TX_DROPPED].name = "ud_tx_dropped",
 	[TRDMA_CNT_UD_RX].name = "ud_rx_datagrams",
