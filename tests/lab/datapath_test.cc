@@ -1415,4 +1415,64 @@ TEST_F(DataPathTest, TwoGibMessages) {
   EXPECT_EQ(ibv_dereg_mr(dmr), 0);
 }
 
+// Small SENDs posted in one list (tx_cork, docs/wire.md): the transmitter
+// finds the next WQE ready behind each and lets TCP pack them, so fewer TCP
+// segments than SENDs go out; each SEND still completes once, in order,
+// with its own bytes, and every packet's trdma option names the segment of
+// its first byte.
+TEST_F(DataPathTest, SmallSendsPostedTogetherShareTcpSegments) {
+  ModuleParam on("tx_cork", "1");
+  ASSERT_TRUE(on.ok());
+  const int n = 64, batches = 8;
+  const uint32_t len = 64;
+  const long corked0 = Counter("tx_corked"),
+             disagree0 = Counter("tcp_option_disagree");
+  for (int b = 0; b < batches; b++) {
+    for (int i = 0; i < n; i++) {
+      const int k = b * n + i;
+      for (uint32_t j = 0; j < len; j++)
+        a_.buf[k * len + j] = static_cast<uint8_t>(k * 7 + j);
+      ASSERT_EQ(PostRecv(b_, k, Sges(b_, k * len, len, 1)), 0);
+    }
+    std::vector<ibv_sge> sg(n);
+    std::vector<ibv_send_wr> wr(n);
+    for (int i = 0; i < n; i++) {
+      const int k = b * n + i;
+      sg[i] = {reinterpret_cast<uintptr_t>(a_.buf.data() + k * len), len,
+               a_.mr->lkey};
+      wr[i] = {};
+      wr[i].wr_id = k;
+      wr[i].opcode = IBV_WR_SEND;
+      wr[i].sg_list = &sg[i];
+      wr[i].num_sge = 1;
+      wr[i].send_flags = IBV_SEND_SIGNALED;
+      wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+    }
+    ibv_send_wr *bad = nullptr;
+    ASSERT_EQ(ibv_post_send(a_.qp, wr.data(), &bad), 0);
+    int sends = 0, recvs = 0;
+    uint64_t next_send = b * n, next_recv = b * n;
+    while (sends < n || recvs < n) {
+      ibv_wc wc = Wait(sends < n ? a_.cq : b_.cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      if (wc.opcode == IBV_WC_RECV) {
+        ASSERT_EQ(wc.wr_id, next_recv++);
+        ASSERT_EQ(wc.byte_len, len);
+        recvs++;
+      } else {
+        ASSERT_EQ(wc.opcode, IBV_WC_SEND);
+        ASSERT_EQ(wc.wr_id, next_send++);
+        sends++;
+      }
+    }
+  }
+  ASSERT_EQ(0, memcmp(a_.buf.data(), b_.buf.data(), n * batches * len));
+  const long corked = Counter("tx_corked") - corked0;
+  std::cout << "[          ] " << n * batches << " SENDs of " << len
+            << " B in lists of " << n << ": " << corked << " corked"
+            << std::endl;
+  EXPECT_GE(corked, n * batches / 4);
+  EXPECT_EQ(Counter("tcp_option_disagree") - disagree0, 0);
+}
+
 }  // namespace
