@@ -17,11 +17,16 @@
  * took a page before holds one (db->users; they only copy, never sleep on
  * anything move_notify holds), and unmaps.  So no byte is read from or
  * written to a page after the exporter was told it may move it.  The next
- * access maps again (under the reservation lock, which is a ww_mutex): from
- * process context at once, from the receive path (softirq) through
- * db->work, the access answered with an RNR NAK meanwhile, as an ODP MR's
- * missing page is.  When a map fails, the next access fails (an access
- * error) and the one after that tries again.
+ * access maps again (under the reservation lock, which is a ww_mutex): at
+ * once where its caller says it may sleep (process context), mapping and
+ * taking the page under one hold of the lock; otherwise (the receive path
+ * in softirq, a transmitter holding the socket's spinlock) through
+ * db->work, as an ODP MR's missing page is: a request is answered with an
+ * RNR NAK meanwhile (the peer sends it again), a READ response or atomic
+ * ACK stalls the receive path, whose own work maps (trdma_rx.c), and the
+ * transmitter leaves the response to its worker, which maps.  When a map
+ * fails, the next access fails (an access error) and the one after that
+ * tries again.
  *
  * Locking: the dma-buf's reservation lock, then db->lock.  sgt and the
  * contents of pages change only under the reservation lock while valid is
@@ -219,7 +224,7 @@ static void trdma_dmabuf_work(struct work_struct *work)
 	trdma_mr_put(mr);
 }
 
-/* Takes the page at MR offset pos while the mapping is valid.  Under db->lock. */
+/* The page at MR offset pos, taken, while the mapping is valid; db->lock. */
 static struct page *trdma_dmabuf_take(struct trdma_dmabuf *db, u64 pos)
 {
 	struct page *page;

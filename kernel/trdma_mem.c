@@ -706,8 +706,9 @@ void trdma_mr_page_put(struct trdma_mr *mr, struct page *page, bool write)
 
 /*
  * Faults in the local buffers a READ or atomic response will be placed
- * into, where they are in ODP MRs: the receive path cannot fault them in
- * when the response comes.  Process context, when the request goes.
+ * into, where they are in ODP MRs (maps a dma-buf MR a move unmapped):
+ * the receive path in softirq cannot, and would stall until its work has
+ * (trdma_rx.c).  Process context, when the request goes.
  */
 void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe)
 {

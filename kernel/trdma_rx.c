@@ -11,6 +11,13 @@
  * malformed stream stops the reader and moves the QP to error; a protection
  * error is answered with a NAK.  A UC QP answers nothing: a message it
  * cannot place is dropped and counted, and the QP goes on.
+ *
+ * ODP and dma-buf memory may not be present (or mapped) when bytes come,
+ * and softirq cannot fault it in: a request's placement is answered with
+ * an RNR NAK (the peer sends it again), while a READ response or atomic
+ * ACK, which nobody can be asked to resend, stalls the receive path
+ * (trdma_rx_stall()) until rx_stall_work has read on in process context,
+ * faulting in as it places (trdma_rx_state.may_sleep).
  */
 #include <linux/highmem.h>
 #include <linux/skbuff.h>
@@ -71,8 +78,9 @@ static int trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
 
 /*
  * Places n bytes into a checked range of the MR a key names.  Returns 0,
- * -EACCES when the key, its PD, its rights or the range do not allow it,
- * or -EAGAIN when an ODP page is being faulted in.
+ * -EACCES when the key, its PD, its rights or the range do not allow it
+ * or its memory is gone, or -EAGAIN when an ODP page is being faulted in
+ * (a dma-buf mapped).
  */
 static int trdma_place_key(struct trdma_qp *qp, u32 key, u64 va, int access,
 			   struct sk_buff *skb, u32 off, u32 n)

@@ -572,6 +572,15 @@ TEST_P(DmabufTest, ResponsesIntoItWhileMoving) {
       usleep(300);
     }
   });
+  // The mover stops however the test ends (an ASSERT returns early).
+  struct Stop {
+    std::atomic<bool> &stop;
+    std::thread &t;
+    ~Stop() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } stopper{stop, mover};
   constexpr uint32_t kBig = 2 << 20, kSlot = 64 * 1024;
   constexpr int kSlots = kLen / kSlot;
   uint8_t *src = b_.buf.data() + kBig;
