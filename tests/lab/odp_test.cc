@@ -551,6 +551,92 @@ TEST_F(OdpTest, AtomicResultsRaceDontneed) {
   munmap(sh, kOdpLen);
 }
 
+// A READ response about to stall, or stalled, on ODP pages taken away
+// after the request (its stall work queued or faulting), and then its MR
+// deregistered, or its QP destroyed, or the QP reset, sooner or later:
+// every call succeeds and the kernel stays clean (the lab checks dmesg);
+// the stall work finds the QP detached or the MR gone.
+TEST_F(OdpTest, DeregDestroyResetWhileResponseStalls) {
+  const uint32_t big = 2 << 20, len = 256 << 10;
+  long stalls = Counter("rx_fault_stalls");
+  Pattern(b_.buf.data(), big, 77);
+  for (int i = 0; i < 24; i++) {
+    SCOPED_TRACE(i);
+    uint8_t *sh = MapShared(len);
+    ASSERT_NE(sh, nullptr);
+    ibv_mr *mr = ibv_reg_mr(pd_, sh, len, kOdpAccess);
+    ASSERT_NE(mr, nullptr);
+    ibv_cq *cq = ibv_create_cq(ctx_.get(), 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_qp *q = NewQp(cq, {16, 16, 1, 1, 0});
+    ibv_qp *p = NewQp(cq, {16, 16, 1, 1, 0});
+    ASSERT_TRUE(q && p);
+    ASSERT_EQ(Connect(q, p), 0);
+    ASSERT_EQ(Connect(p, q), 0);
+    // Connected (a first READ answered): the requests below go, and fault
+    // sh in, as they are posted, before the MADV_DONTNEED.
+    ibv_sge s0 = {Addr(a_.buf.data()), 64, a_.mr->lkey};
+    ibv_send_wr w0 = {}, *bad0;
+    w0.opcode = IBV_WR_RDMA_READ;
+    w0.sg_list = &s0;
+    w0.num_sge = 1;
+    w0.send_flags = IBV_SEND_SIGNALED;
+    w0.wr.rdma.remote_addr = Addr(b_.buf.data());
+    w0.wr.rdma.rkey = b_.mr->rkey;
+    ASSERT_EQ(ibv_post_send(q, &w0, &bad0), 0);
+    ASSERT_EQ(Wait(cq).status, IBV_WC_SUCCESS);
+    ibv_sge s1 = {Addr(a_.buf.data()), big, a_.mr->lkey};
+    ibv_sge s2 = {Addr(sh), len, mr->lkey};
+    ibv_send_wr w2 = {}, w1 = {}, *bad;
+    w1.wr_id = 1;
+    w1.opcode = IBV_WR_RDMA_READ;
+    w1.sg_list = &s1;
+    w1.num_sge = 1;
+    w1.send_flags = IBV_SEND_SIGNALED;
+    w1.wr.rdma.remote_addr = Addr(b_.buf.data());
+    w1.wr.rdma.rkey = b_.mr->rkey;
+    w1.next = &w2;
+    w2 = w1;
+    w2.wr_id = 2;
+    w2.sg_list = &s2;
+    w2.next = nullptr;
+    ASSERT_EQ(ibv_post_send(q, &w1, &bad), 0);
+    ASSERT_EQ(madvise(sh, len, MADV_DONTNEED), 0);
+    // The large READ's completion: the small one's response is next.
+    ibv_wc wc = Wait(cq);
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    // Then, later and later, into the stall and its work's faults.
+    usleep(500 * i);
+    switch (i % 3) {
+      case 0:
+        EXPECT_EQ(ibv_dereg_mr(mr), 0);
+        mr = nullptr;
+        break;
+      case 1:
+        EXPECT_EQ(ibv_destroy_qp(q), 0);
+        q = nullptr;
+        break;
+      case 2: {
+        ibv_qp_attr a = {};
+        a.qp_state = IBV_QPS_RESET;
+        EXPECT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE), 0);
+        break;
+      }
+    }
+    if (q) {
+      EXPECT_EQ(ibv_destroy_qp(q), 0);
+    }
+    if (mr) {
+      EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    }
+    EXPECT_EQ(ibv_destroy_qp(p), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    munmap(sh, len);
+  }
+  EXPECT_GT(Counter("rx_fault_stalls"), stalls);
+}
+
 // Memory really gone (PROT_NONE over it) between a READ's or an atomic's
 // request and its response, which comes after a large READ's: that WQE
 // completes with IBV_WC_LOC_PROT_ERR and the one after it is flushed; the
