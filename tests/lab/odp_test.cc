@@ -637,10 +637,10 @@ TEST_F(OdpTest, DeregDestroyResetWhileResponseStalls) {
   EXPECT_GT(Counter("rx_fault_stalls"), stalls);
 }
 
-// Memory really gone (PROT_NONE over it) between a READ's or an atomic's
-// request and its response, which comes after a large READ's: that WQE
-// completes with IBV_WC_LOC_PROT_ERR and the one after it is flushed; the
-// large READ before it succeeds.
+// Memory really gone (PROT_NONE over it) under a READ's or an atomic's
+// local buffer, whose response comes after a large READ's: the response
+// cannot be placed, that WQE completes with IBV_WC_LOC_PROT_ERR and the one
+// after it is flushed; the large READ before it succeeds.
 class OdpGoneTest : public OdpTest,
                     public ::testing::WithParamInterface<bool> {};
 
@@ -651,6 +651,12 @@ TEST_P(OdpGoneTest, ResponseIsLocalProtectionError) {
   ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_READ, Sges(a_, 0, big, 1),
                      Addr(b_.buf.data()), b_.mr->rkey),
             0);
+  // Gone before the request, so surely before its response: the request
+  // goes (its buffer is checked against the MR only), the fault when it
+  // goes fails, and so does the one for the response.
+  ASSERT_EQ(mmap(gone, len, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            gone);
   if (atomic) {
     ibv_sge s = OdpSge(2 << 20, 8);
     ibv_send_wr wr = {}, *bad;
@@ -668,9 +674,6 @@ TEST_P(OdpGoneTest, ResponseIsLocalProtectionError) {
                        Addr(b_.buf.data()), b_.mr->rkey),
               0);
   }
-  ASSERT_EQ(mmap(gone, len, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
-            gone);
   ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_READ, Sges(a_, 0, 4096, 1),
                      Addr(b_.buf.data()), b_.mr->rkey),
             0);
