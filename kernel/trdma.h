@@ -120,6 +120,7 @@ enum trdma_counter {
 	TRDMA_CNT_ODP_IMR_CHILDREN,
 	TRDMA_CNT_DMABUF_MAPS,
 	TRDMA_CNT_DMABUF_MOVES,
+	TRDMA_CNT_RX_FAULT_STALLS,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -559,6 +560,18 @@ struct trdma_rx_state {
 	bool resp_queued;	/* one drain queued READ/atomic responses */
 	bool dead;		/* stream refused: read no more */
 	/*
+	 * A READ response or atomic ACK met its local ODP or dma-buf memory
+	 * not present (trdma_rx.c): the actor takes nothing more (stalled)
+	 * until qp->rx_stall_work, in process context, drains the socket
+	 * again with may_sleep (it faults or maps there); hdr_redo: the
+	 * header in hdr, all of it taken in already, is handled again then.
+	 * may_sleep is also set while the encrypted link's reader (process
+	 * context) feeds the parser.
+	 */
+	bool stalled;
+	bool hdr_redo;
+	bool may_sleep;
+	/*
 	 * The trdma TCP options (trdma_tcpopt.c) of skbs that began inside a
 	 * BTH not yet complete: each is checked once the BTH is.  More than
 	 * TRDMA_RX_OPTS such skbs in one BTH (only a peer that cuts its
@@ -628,6 +641,8 @@ struct trdma_qp {
 	/* The listener's key for our peer (trdma_key.c); trdma_key_lock. */
 	struct trdma_key_peer *key_peer;
 	struct work_struct fatal_work;
+	/* Resumes a stalled receive path (trdma_rx_state.stalled). */
+	struct work_struct rx_stall_work;
 	/*
 	 * The peer closed in order (trdma_qp_peer_closed()), and since then
 	 * the QP has had a request that will not be answered: peer_gone_work
@@ -872,7 +887,8 @@ void trdma_mr_free(struct trdma_dev *tdev, struct trdma_mr *mr);
 /* trdma_dmabuf.c */
 int trdma_dmabuf_init(void);
 void trdma_dmabuf_exit(void);
-struct page *trdma_dmabuf_page_get(struct trdma_mr *mr, u64 va, u32 *pg_off);
+struct page *trdma_dmabuf_page_get(struct trdma_mr *mr, u64 va, u32 *pg_off,
+				   bool sleep);
 void trdma_dmabuf_page_put(struct trdma_mr *mr);
 void trdma_dmabuf_prefetch(struct trdma_mr *mr);
 void trdma_dmabuf_release(struct trdma_mr *mr);
@@ -905,7 +921,7 @@ enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
 /* trdma_mem.c */
 struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off);
 struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
-			       u32 *pg_off);
+			       u32 *pg_off, bool sleep);
 void trdma_mr_page_put(struct trdma_mr *mr, struct page *page, bool write);
 void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe);
 int trdma_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
@@ -1036,6 +1052,7 @@ void trdma_tx_work(struct work_struct *work);
 /* trdma_rx.c */
 void trdma_rx_data_ready(struct sock *sk);
 void trdma_rx_pump(struct trdma_qp *qp);
+void trdma_rx_stall_work(struct work_struct *work);
 void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk);
 bool trdma_rx_feed(struct trdma_qp *qp, struct sk_buff *skb);
 void trdma_rx_flush(struct trdma_qp *qp);

@@ -17,11 +17,16 @@
  * took a page before holds one (db->users; they only copy, never sleep on
  * anything move_notify holds), and unmaps.  So no byte is read from or
  * written to a page after the exporter was told it may move it.  The next
- * access maps again (under the reservation lock, which is a ww_mutex): from
- * process context at once, from the receive path (softirq) through
- * db->work, the access answered with an RNR NAK meanwhile, as an ODP MR's
- * missing page is.  When a map fails, the next access fails (an access
- * error) and the one after that tries again.
+ * access maps again (under the reservation lock, which is a ww_mutex): at
+ * once where its caller says it may sleep (process context), mapping and
+ * taking the page under one hold of the lock; otherwise (the receive path
+ * in softirq, a transmitter holding the socket's spinlock) through
+ * db->work, as an ODP MR's missing page is: a request is answered with an
+ * RNR NAK meanwhile (the peer sends it again), a READ response or atomic
+ * ACK stalls the receive path, whose own work maps (trdma_rx.c), and the
+ * transmitter leaves the response to its worker, which maps.  When a map
+ * fails, the next access fails (an access error) and the one after that
+ * tries again.
  *
  * Locking: the dma-buf's reservation lock, then db->lock.  sgt and the
  * contents of pages change only under the reservation lock while valid is
@@ -219,50 +224,90 @@ static void trdma_dmabuf_work(struct work_struct *work)
 	trdma_mr_put(mr);
 }
 
+/* The page at MR offset pos, taken, while the mapping is valid; db->lock. */
+static struct page *trdma_dmabuf_take(struct trdma_dmabuf *db, u64 pos)
+{
+	struct page *page;
+
+	lockdep_assert_held(&db->lock);
+	if (!db->valid)
+		return NULL;
+	page = db->pages[pos >> PAGE_SHIFT];
+	atomic_inc(&db->users);
+	return page;
+}
+
+/*
+ * Maps the buffer (where move_notify unmapped it) and takes the page at
+ * MR offset pos under one hold of the reservation lock, so that no move
+ * comes in between.  Process context.  ERR_PTR(-EFAULT) when the map
+ * fails.
+ */
+static struct page *trdma_dmabuf_map_take(struct trdma_dmabuf *db, u64 pos)
+{
+	struct dma_resv *resv = db->attach->dmabuf->resv;
+	struct page *page = NULL;
+	unsigned long flags;
+	bool mapped = false;
+	int rv;
+
+	dma_resv_lock(resv, NULL);
+	if (!READ_ONCE(db->valid)) {
+		rv = trdma_dmabuf_map_locked(db);
+		mapped = !rv;
+	} else {
+		rv = 0;
+	}
+	spin_lock_irqsave(&db->lock, flags);
+	if (rv)
+		db->bad = true;
+	else
+		page = trdma_dmabuf_take(db, pos);
+	spin_unlock_irqrestore(&db->lock, flags);
+	dma_resv_unlock(resv);
+	if (mapped)
+		trdma_count(db->tdev, TRDMA_CNT_DMABUF_MAPS, 1);
+	return page ?: ERR_PTR(-EFAULT);
+}
+
 /*
  * The page of dma-buf MR mr holding va (checked to be inside the MR), and
  * va's offset in it; the caller ends its use with trdma_dmabuf_page_put().
- * ERR_PTR(-EAGAIN): the receive path must try again later (db->work maps);
- * ERR_PTR(-EFAULT): the buffer cannot be mapped.
+ * With sleep (process context, the caller says so) a buffer that
+ * move_notify unmapped is mapped here; without, ERR_PTR(-EAGAIN) says to
+ * try again later (db->work maps meanwhile).  ERR_PTR(-EFAULT): the buffer
+ * cannot be mapped (reported once to the receive path, which tries again
+ * after that).
  */
-struct page *trdma_dmabuf_page_get(struct trdma_mr *mr, u64 va, u32 *pg_off)
+struct page *trdma_dmabuf_page_get(struct trdma_mr *mr, u64 va, u32 *pg_off,
+				   bool sleep)
 {
 	struct trdma_dmabuf *db = mr->dmabuf;
 	u64 pos = (mr->iova & ~PAGE_MASK) + (va - mr->iova);
-	struct page *page = NULL;
+	struct page *page;
 	unsigned long flags;
-	int i;
+	bool bad;
 
 	*pg_off = pos & ~PAGE_MASK;
-	for (i = 0; i < 3; i++) {
-		bool sync = preemptible(), bad;
-
-		spin_lock_irqsave(&db->lock, flags);
-		if (db->valid) {
-			page = db->pages[pos >> PAGE_SHIFT];
-			atomic_inc(&db->users);
-		}
-		bad = db->bad;
-		if (!page && bad)
-			db->bad = false;	/* reported once; then try again */
-		if (!page && !bad && !sync) {
+	spin_lock_irqsave(&db->lock, flags);
+	page = trdma_dmabuf_take(db, pos);
+	bad = db->bad;
+	if (!page && !sleep) {
+		if (bad) {
+			db->bad = false;	/* reported once; then again */
+		} else {
 			/* The caller's reference keeps it above zero. */
 			refcount_inc(&mr->ref);
 			if (!queue_work(trdma_wq, &db->work))
 				refcount_dec(&mr->ref);
 		}
-		spin_unlock_irqrestore(&db->lock, flags);
-		if (page)
-			return page;
-		if (bad)
-			return ERR_PTR(-EFAULT);
-		if (!sync)
-			return ERR_PTR(-EAGAIN);
-		if (trdma_dmabuf_map(db))
-			return ERR_PTR(-EFAULT);
 	}
-	/* Moved again each time it was mapped. */
-	return ERR_PTR(-EFAULT);
+	spin_unlock_irqrestore(&db->lock, flags);
+	if (page)
+		return page;
+	if (!sleep)
+		return ERR_PTR(bad ? -EFAULT : -EAGAIN);
+	return trdma_dmabuf_map_take(db, pos);
 }
 
 void trdma_dmabuf_page_put(struct trdma_mr *mr)

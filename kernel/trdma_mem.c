@@ -317,6 +317,8 @@ struct page *trdma_mr_page(struct trdma_mr *mr, u64 va, u32 *pg_off)
 
 /* Largest range one fault of the receive path asks for. */
 #define TRDMA_ODP_FAULT_AHEAD	(2UL << 20)
+/* Tries of a process-context fault whose page an invalidation took again. */
+#define TRDMA_ODP_FAULT_TRIES	64
 
 static u64 trdma_odp_access(struct trdma_mr *mr, bool write)
 {
@@ -493,6 +495,48 @@ static struct page *trdma_odp_page(struct trdma_mr *mr, u64 va, bool write,
 	return page;
 }
 
+/*
+ * Process context: faults the page holding va in and takes it (as
+ * trdma_odp_page()) while umem_mutex still keeps invalidations out, so
+ * that an invalidation racing the fault (MADV_DONTNEED in a loop) cannot
+ * make a page that is mapped look gone.  ERR_PTR(-EFAULT) when the process
+ * has no such memory; ERR_PTR(-EAGAIN) only after invalidations of other
+ * chunks of an implicit MR kept coming for every try.
+ */
+static struct page *trdma_odp_fault_get(struct trdma_mr *mr, u64 va,
+					bool write, u32 *pg_off)
+{
+	unsigned long uva = trdma_odp_uva(mr, va);
+	struct ib_umem_odp *odp;
+	struct page *page;
+	int rv, i;
+
+	if (write && !mr->odp->umem.writable)
+		return ERR_PTR(-EFAULT);
+	for (i = 0; i < TRDMA_ODP_FAULT_TRIES; i++) {
+		odp = trdma_odp_umem(mr, uva, true);
+		if (IS_ERR(odp))
+			return ERR_PTR(-EFAULT);
+		rv = ib_umem_odp_map_dma_and_lock(odp, uva, PAGE_SIZE -
+						  offset_in_page(uva),
+						  trdma_odp_access(mr, write),
+						  true);
+		if (rv == -EBUSY) {
+			cond_resched();
+			continue;
+		}
+		if (rv < 0)
+			return ERR_PTR(-EFAULT);
+		page = trdma_odp_page(mr, va, write, pg_off, NULL);
+		mutex_unlock(&odp->umem_mutex);
+		if (page)
+			return page;
+		/* Another chunk's invalidation holds writers off: again. */
+		cond_resched();
+	}
+	return ERR_PTR(-EAGAIN);
+}
+
 static bool trdma_odp_invalidate(struct mmu_interval_notifier *mni,
 				 const struct mmu_notifier_range *range,
 				 unsigned long cur_seq)
@@ -593,6 +637,12 @@ static struct page *trdma_odp_page(struct trdma_mr *mr, u64 va, bool write,
 	return NULL;
 }
 
+static struct page *trdma_odp_fault_get(struct trdma_mr *mr, u64 va,
+					bool write, u32 *pg_off)
+{
+	return ERR_PTR(-EFAULT);
+}
+
 static int trdma_odp_fault(struct trdma_mr *mr, u64 va, u64 len, bool write)
 {
 	return -EOPNOTSUPP;
@@ -614,36 +664,30 @@ static struct ib_mr *trdma_reg_implicit_mr(struct ib_pd *ibpd, u64 iova,
 
 /*
  * The page of mr holding va (checked to be inside it) for an access that
- * writes it or not, and va's offset in it.  For an ODP MR the page is
- * referenced (drop it with trdma_mr_page_put()) and may have to be faulted
- * in: from process context here, else (the receive path, softirq) by
- * odp_work, and then ERR_PTR(-EAGAIN) says to try again later.
+ * writes it or not, and va's offset in it.  For an ODP or dma-buf MR the
+ * page is referenced (drop it with trdma_mr_page_put()) and may have to be
+ * faulted in (or the buffer mapped again): with sleep (process context,
+ * no spinlock held: the caller says so) here, else (the receive path in
+ * softirq, a transmitter holding the socket's spinlock) by odp_work or
+ * the dma-buf's work, and then ERR_PTR(-EAGAIN) says to try again later.
  * ERR_PTR(-EFAULT): the memory is not there.
  */
 struct page *trdma_mr_page_get(struct trdma_mr *mr, u64 va, bool write,
-			       u32 *pg_off)
+			       u32 *pg_off, bool sleep)
 {
 	struct page *page;
-	int i, why = -EAGAIN;
+	int why = -EAGAIN;
 
 	if (mr->dmabuf)
-		return trdma_dmabuf_page_get(mr, va, pg_off);
+		return trdma_dmabuf_page_get(mr, va, pg_off, sleep);
 	if (!mr->odp)
 		return trdma_mr_page(mr, va, pg_off);
-	for (i = 0; i < 3; i++) {
-		bool sync = preemptible();
-
-		page = trdma_odp_page(mr, va, write, pg_off,
-				      sync ? NULL : &why);
-		if (page)
-			return page;
-		if (!sync)
-			return ERR_PTR(why);
-		if (trdma_odp_fault(mr, va, PAGE_SIZE - offset_in_page(va),
-				    write))
-			break;
-	}
-	return ERR_PTR(-EFAULT);
+	page = trdma_odp_page(mr, va, write, pg_off, sleep ? NULL : &why);
+	if (page)
+		return page;
+	if (!sleep)
+		return ERR_PTR(why);
+	return trdma_odp_fault_get(mr, va, write, pg_off);
 }
 
 /* Ends trdma_mr_page_get() of an access that wrote the page or not. */
@@ -662,8 +706,9 @@ void trdma_mr_page_put(struct trdma_mr *mr, struct page *page, bool write)
 
 /*
  * Faults in the local buffers a READ or atomic response will be placed
- * into, where they are in ODP MRs: the receive path cannot fault them in
- * when the response comes.  Process context, when the request goes.
+ * into, where they are in ODP MRs (maps a dma-buf MR a move unmapped):
+ * the receive path in softirq cannot, and would stall until its work has
+ * (trdma_rx.c).  Process context, when the request goes.
  */
 void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe)
 {

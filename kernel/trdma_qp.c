@@ -747,6 +747,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 						     trdma_tx_work);
 	INIT_DELAYED_WORK(&qp->connect_work, trdma_cm_connect_work);
 	INIT_WORK(&qp->fatal_work, trdma_qp_fatal_work);
+	INIT_WORK(&qp->rx_stall_work, trdma_rx_stall_work);
 	INIT_DELAYED_WORK(&qp->peer_gone_work, trdma_qp_peer_gone_work);
 	INIT_DELAYED_WORK(&qp->rnr_work, trdma_tx_rnr_work);
 	hrtimer_init(&qp->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);

@@ -11,6 +11,13 @@
  * malformed stream stops the reader and moves the QP to error; a protection
  * error is answered with a NAK.  A UC QP answers nothing: a message it
  * cannot place is dropped and counted, and the QP goes on.
+ *
+ * ODP and dma-buf memory may not be present (or mapped) when bytes come,
+ * and softirq cannot fault it in: a request's placement is answered with
+ * an RNR NAK (the peer sends it again), while a READ response or atomic
+ * ACK, which nobody can be asked to resend, stalls the receive path
+ * (trdma_rx_stall()) until rx_stall_work has read on in process context,
+ * faulting in as it places (trdma_rx_state.may_sleep).
  */
 #include <linux/highmem.h>
 #include <linux/skbuff.h>
@@ -27,6 +34,8 @@ enum trdma_rx_err {
 	TRDMA_RX_OPERR,		/* NAK remote operational error */
 	TRDMA_RX_INVAL,		/* NAK invalid request */
 	TRDMA_RX_RNR,		/* no receive WQE */
+	TRDMA_RX_STALL,		/* a response's local page: stop, fault */
+	TRDMA_RX_LOCAL,		/* a response refused locally: QP errs */
 };
 
 /* READs and atomics complete with their response, not with an ACK. */
@@ -38,15 +47,18 @@ static bool trdma_wqe_answered(u8 opcode)
 }
 
 /*
- * Copies n bytes at skb offset off into [va, va + n) of mr.  0, or for an
- * ODP MR -EAGAIN (a page is being faulted in) or -EFAULT.
+ * Copies n bytes at skb offset off into [va, va + n) of mr; sleep: process
+ * context (trdma_rx_state.may_sleep), where pages are faulted in.  0, or
+ * for an ODP or dma-buf MR -EAGAIN (a page is being faulted in, the buffer
+ * mapped) or -EFAULT.
  */
 static int trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
-		       u32 off, u32 n)
+		       u32 off, u32 n, bool sleep)
 {
 	while (n) {
 		u32 pg_off, chunk;
-		struct page *page = trdma_mr_page_get(mr, va, true, &pg_off);
+		struct page *page = trdma_mr_page_get(mr, va, true, &pg_off,
+						      sleep);
 		void *dst;
 
 		if (IS_ERR(page))
@@ -66,8 +78,9 @@ static int trdma_place(struct trdma_mr *mr, u64 va, struct sk_buff *skb,
 
 /*
  * Places n bytes into a checked range of the MR a key names.  Returns 0,
- * -EACCES when the key, its PD, its rights or the range do not allow it,
- * or -EAGAIN when an ODP page is being faulted in.
+ * -EACCES when the key, its PD, its rights or the range do not allow it
+ * or its memory is gone, or -EAGAIN when an ODP page is being faulted in
+ * (a dma-buf mapped).
  */
 static int trdma_place_key(struct trdma_qp *qp, u32 key, u64 va, int access,
 			   struct sk_buff *skb, u32 off, u32 n)
@@ -80,7 +93,7 @@ static int trdma_place_key(struct trdma_qp *qp, u32 key, u64 va, int access,
 	mr = trdma_rkey_get(qp, key, va, n, access);
 	if (!mr)
 		return -EACCES;
-	rv = trdma_place(mr, va, skb, off, n);
+	rv = trdma_place(mr, va, skb, off, n, qp->rx.may_sleep);
 	trdma_mr_put(mr);
 	return rv == -EAGAIN ? rv : rv ? -EACCES : 0;
 }
@@ -98,7 +111,8 @@ static int trdma_place_buf(struct trdma_qp *qp, u32 lkey, u64 va,
 			    IB_ACCESS_LOCAL_WRITE);
 	while (!rv && len) {
 		u32 pg_off, n;
-		struct page *page = trdma_mr_page_get(mr, va, true, &pg_off);
+		struct page *page = trdma_mr_page_get(mr, va, true, &pg_off,
+						      qp->rx.may_sleep);
 		void *dst;
 
 		if (IS_ERR(page)) {
@@ -159,7 +173,7 @@ static enum trdma_rx_err trdma_rx_atomic(struct trdma_qp *qp,
 					      IB_ACCESS_REMOTE_ATOMIC, &mr);
 	if (e)
 		return e;
-	page = trdma_mr_page_get(mr, h->va, true, &pg_off);
+	page = trdma_mr_page_get(mr, h->va, true, &pg_off, qp->rx.may_sleep);
 	if (IS_ERR(page)) {
 		trdma_mr_put(mr);
 		return PTR_ERR(page) == -EAGAIN ? TRDMA_RX_RNR : TRDMA_RX_ACCESS;
@@ -464,6 +478,33 @@ static struct trdma_sqe *trdma_rx_read_wqe(struct trdma_qp *qp, u32 msn,
 	return NULL;
 }
 
+/*
+ * The local memory of the READ or atomic WQE a response with this MSN
+ * answers refused it (its MR gone, no local write, memory the process
+ * unmapped): that WQE ends with IB_WC_LOC_PROT_ERR, the requests before it
+ * are acknowledged by the response, the ones after it flushed, and the QP
+ * goes to error (its completion tells the application: no async event).
+ * The rest of the stream is not read.
+ */
+static enum trdma_rx_err trdma_rx_answer_refused(struct trdma_qp *qp,
+						 u32 msn)
+{
+	struct trdma_swqe_info *swi;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (trdma_rx_read_wqe(qp, msn, &swi)) {
+		if (swi->status == IB_WC_SUCCESS)
+			swi->status = IB_WC_LOC_PROT_ERR;
+		qp->rd_outstanding--;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	trdma_rx_acked(qp, msn, TRDMA_AETH_ACK);
+	qp->rx.dead = true;
+	trdma_qp_wr_error(qp);
+	return TRDMA_RX_LOCAL;
+}
+
 /* Checks a new inbound WRITE or READ target against rkey and rights. */
 static enum trdma_rx_err trdma_rx_check_reth(struct trdma_qp *qp,
 					     const struct trdma_wire_hdr *h,
@@ -758,15 +799,16 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		if (!sqe)
 			return TRDMA_RX_PROTO;
 		rv = trdma_place_buf(qp, lkey, addr, &orig, sizeof(orig));
-		spin_lock_irqsave(&qp->lock, flags);
+		/* Not present: this header is taken in again once it is. */
+		if (rv == -EAGAIN)
+			return TRDMA_RX_STALL;
 		if (rv)
-			swi->status = IB_WC_LOC_PROT_ERR;
+			return trdma_rx_answer_refused(qp, msn);
+		spin_lock_irqsave(&qp->lock, flags);
 		swi->done = true;
 		qp->rd_outstanding--;
 		spin_unlock_irqrestore(&qp->lock, flags);
 		trdma_rx_acked(qp, msn, TRDMA_AETH_ACK);
-		if (rv)
-			trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 		trdma_tx_kick(qp);
 		return TRDMA_RX_OK;
 	}
@@ -831,11 +873,17 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 			return TRDMA_RX_PROTO;
 		rv = trdma_place_sges(qp, sqe->sge, sqe->num_sge, at, skb, off,
 				      n);
+		/*
+		 * A page not present: these n bytes stay in the socket, and
+		 * are placed (all of them, again) once it is.
+		 */
+		if (rv == -EAGAIN)
+			return TRDMA_RX_STALL;
+		if (rv)
+			return trdma_rx_answer_refused(qp, rx->seg.msn);
 		spin_lock_irqsave(&qp->lock, flags);
 		swi->rcvd += n;
 		spin_unlock_irqrestore(&qp->lock, flags);
-		if (rv)
-			return TRDMA_RX_PROTO;
 	}
 	return rv ? TRDMA_RX_ACCESS : TRDMA_RX_OK;
 }
@@ -915,7 +963,8 @@ static bool trdma_rx_uc_drop(struct trdma_qp *qp, enum trdma_rx_err e)
 {
 	struct trdma_rx_state *rx = &qp->rx;
 
-	if (!trdma_qp_is_uc(qp) || e == TRDMA_RX_OK || e == TRDMA_RX_PROTO)
+	if (!trdma_qp_is_uc(qp) || e == TRDMA_RX_OK || e == TRDMA_RX_PROTO ||
+	    e == TRDMA_RX_STALL || e == TRDMA_RX_LOCAL)
 		return false;
 	trdma_count(qp->tdev, TRDMA_CNT_UC_RX_DROPPED, 1);
 	if (rx->req_has_rqe)
@@ -1036,6 +1085,108 @@ static void trdma_rx_opt_skb(struct trdma_qp *qp, const struct sk_buff *skb)
 			  qp->ibqp.qp_num);
 }
 
+/*
+ * Takes in the complete header in rx->hdr: once it is all there, or again
+ * after a stall (hdr_redo).  The errors a QP goes on from (a UC drop, an
+ * RNR NAK) are dealt with here.
+ */
+static enum trdma_rx_err trdma_rx_hdr_done(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	enum trdma_rx_err e;
+
+	rx->hdr_redo = false;
+	e = trdma_rx_header(qp);
+	if (e == TRDMA_RX_STALL) {
+		rx->hdr_redo = true;
+		return e;
+	}
+	if (trdma_rx_uc_drop(qp, e))
+		return TRDMA_RX_OK;
+	if (e == TRDMA_RX_RNR) {
+		/* Not fatal: the stream goes on. */
+		trdma_rx_refuse(qp, e);
+		return TRDMA_RX_OK;
+	}
+	return e;
+}
+
+/* After a header or payload: a segment all in ends, the next begins. */
+static void trdma_rx_seg_next(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+
+	if (rx->left)
+		return;
+	trdma_rx_seg_end(qp);
+	rx->hdr_got = 0;
+	rx->hdr_len = 0;
+}
+
+/*
+ * The stream stops where it is: a READ response's or an atomic ACK's
+ * local page is not present, or the dma-buf not mapped, and in softirq
+ * neither can be helped.  Nothing more is taken from the socket (TCP's
+ * window holds the peer) until rx_stall_work has faulted it in and read
+ * on, in process context.  An encrypted link's reader is in process
+ * context already and tries again itself (trdma_rx_feed()).
+ */
+static void trdma_rx_stall(struct trdma_qp *qp)
+{
+	qp->rx.stalled = true;
+	trdma_count(qp->tdev, TRDMA_CNT_RX_FAULT_STALLS, 1);
+	if (qp->tls)
+		return;
+	refcount_inc(&qp->ref);
+	if (!queue_work(trdma_wq, &qp->rx_stall_work))
+		trdma_qp_put(qp);
+}
+
+/* The actor stops on e (not TRDMA_RX_OK). */
+static void trdma_rx_stop(struct trdma_qp *qp, enum trdma_rx_err e)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+	const struct trdma_bth *b = (void *)rx->hdr;
+
+	if (e == TRDMA_RX_STALL) {
+		trdma_rx_stall(qp);
+		return;
+	}
+	ibdev_dbg(qp->ibqp.device,
+		  "QP %u: refused segment (%d): op %#x msn %u off %u len %u, expected msn %u, placed %u\n",
+		  qp->ibqp.qp_num, e, b->opcode, be32_to_cpu(b->msn),
+		  be32_to_cpu(b->offset), be32_to_cpu(b->length),
+		  rx->expected_msn, rx->req_placed);
+	if (e == TRDMA_RX_LOCAL)
+		return;		/* trdma_rx_answer_refused() did it all */
+	if (e == TRDMA_RX_PROTO) {
+		trdma_count(qp->tdev, TRDMA_CNT_MALFORMED, 1);
+		rx->dead = true;
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	} else {
+		trdma_rx_refuse(qp, e);
+	}
+}
+
+/*
+ * Picks a stalled stream up where it stopped (the header that stalled, if
+ * it was one, taken in again); it may stall again.  Process context, with
+ * may_sleep set, owning the receive path.
+ */
+static void trdma_rx_unstall(struct trdma_qp *qp)
+{
+	enum trdma_rx_err e;
+
+	qp->rx.stalled = false;
+	if (!qp->rx.hdr_redo || qp->rx.dead)
+		return;
+	e = trdma_rx_hdr_done(qp);
+	if (e)
+		trdma_rx_stop(qp, e);
+	else
+		trdma_rx_seg_next(qp);
+}
+
 static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			  unsigned int offset, size_t len)
 {
@@ -1044,6 +1195,11 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 	enum trdma_rx_err e = TRDMA_RX_OK;
 	size_t done = 0;
 
+	/* Stalled: these bytes wait in the socket (trdma_rx_stall()). */
+	if (rx->stalled || rx->dead) {
+		desc->count = 0;
+		return 0;
+	}
 	/* An encrypted link's skb is ours (trdma_rx_feed()): no TCP option. */
 	if (offset == 0 && !qp->tls)
 		trdma_rx_opt_skb(qp, skb);
@@ -1080,14 +1236,7 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			trdma_count(qp->tdev, TRDMA_CNT_RX_BYTES,
 				    rx->hdr_len + be32_to_cpu(((struct trdma_bth *)
 							       rx->hdr)->length));
-			e = trdma_rx_header(qp);
-			if (trdma_rx_uc_drop(qp, e)) {
-				e = TRDMA_RX_OK;
-			} else if (e == TRDMA_RX_RNR) {
-				/* Not fatal: the stream goes on. */
-				trdma_rx_refuse(qp, e);
-				e = TRDMA_RX_OK;
-			}
+			e = trdma_rx_hdr_done(qp);
 			if (e)
 				break;
 		} else {
@@ -1105,30 +1254,12 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			rx->left -= n;
 			done += n;
 		}
-		if (rx->left == 0) {
-			trdma_rx_seg_end(qp);
-			rx->hdr_got = 0;
-			rx->hdr_len = 0;
-		}
+		trdma_rx_seg_next(qp);
 	}
 
-	if (e) {
-		const struct trdma_bth *b = (void *)rx->hdr;
-
-		ibdev_dbg(qp->ibqp.device,
-			  "QP %u: refused segment (%d): op %#x msn %u off %u len %u, expected msn %u, placed %u\n",
-			  qp->ibqp.qp_num, e, b->opcode, be32_to_cpu(b->msn),
-			  be32_to_cpu(b->offset), be32_to_cpu(b->length),
-			  rx->expected_msn, rx->req_placed);
-	}
-	if (e == TRDMA_RX_PROTO) {
-		trdma_count(qp->tdev, TRDMA_CNT_MALFORMED, 1);
-		rx->dead = true;
-		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
-	} else if (e) {
-		trdma_rx_refuse(qp, e);
-	}
-	if (rx->dead)
+	if (e)
+		trdma_rx_stop(qp, e);
+	if (rx->dead || rx->stalled)
 		desc->count = 0;
 	rx->pos += done;
 	return done;
@@ -1162,17 +1293,66 @@ void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk)
 
 /*
  * An encrypted link's receive path (trdma_tls.c) hands over what it read
- * and decrypted, in the skb it owns.  False when the stream is refused.
+ * and decrypted, in the skb it owns.  Process context: pages are faulted
+ * in here, and a stall (invalidations that took the page again after each
+ * fault) is tried again at once, as the skb is read again by no one.
+ * False when the stream is refused.
  */
 bool trdma_rx_feed(struct trdma_qp *qp, struct sk_buff *skb)
 {
 	read_descriptor_t rd = { .arg.data = qp, .count = 1 };
+	u32 off = 0;
 
 	qp->rx.acked_bytes = 0;
 	qp->rx.resp_queued = false;
-	trdma_rx_actor(&rd, skb, 0, skb->len);
+	qp->rx.may_sleep = true;
+	for (;;) {
+		off += trdma_rx_actor(&rd, skb, off, skb->len - off);
+		if (!qp->rx.stalled || qp->rx.dead)
+			break;
+		cond_resched();
+		trdma_rx_unstall(qp);
+	}
+	qp->rx.may_sleep = false;
 	trdma_rx_answer(qp, NULL);
 	return !qp->rx.dead;
+}
+
+/*
+ * Resumes a stalled receive path (trdma_rx_stall()): in process context,
+ * owning the socket, it takes the stream up where it stopped and reads on
+ * with may_sleep, faulting pages in (or mapping a dma-buf) as it places.
+ * Holds a QP reference.  Under state_mutex, so the connection is the one
+ * the stall was on, or none (detached: the QP is in ERR or being reset,
+ * and the stall's WQE is flushed) or a new one (attached after a reset,
+ * not stalled).
+ */
+void trdma_rx_stall_work(struct work_struct *work)
+{
+	struct trdma_qp *qp = container_of(work, struct trdma_qp,
+					   rx_stall_work);
+	read_descriptor_t rd = { .arg.data = qp, .count = 1 };
+	struct sock *sk;
+
+	mutex_lock(&qp->state_mutex);
+	if (!qp->sock || qp->tls)
+		goto out;
+	sk = qp->sock->sk;
+	lock_sock(sk);
+	if (qp->rx.stalled && !qp->rx.dead) {
+		qp->rx.acked_bytes = 0;
+		qp->rx.resp_queued = false;
+		qp->rx.may_sleep = true;
+		trdma_rx_unstall(qp);
+		if (!qp->rx.stalled && !qp->rx.dead)
+			tcp_read_sock(sk, &rd, trdma_rx_actor);
+		qp->rx.may_sleep = false;
+		trdma_rx_answer(qp, sk);
+	}
+	release_sock(sk);
+out:
+	mutex_unlock(&qp->state_mutex);
+	trdma_qp_put(qp);
 }
 
 /* Sends or schedules the ACK and responses the bytes just read owe. */

@@ -625,12 +625,13 @@ static const struct trdma_sge *trdma_sge_at(const struct trdma_sqe *sqe,
 }
 
 /*
- * Copies len bytes from [va, va + len) of the MR key names to dst.
- * Returns 0, or -EFAULT when the key or its memory does not allow it
- * (an error TCP's sends of kernel memory never return).
+ * Copies len bytes from [va, va + len) of the MR key names to dst; sleep:
+ * process context, where ODP pages are faulted in.  Returns 0, -EFAULT
+ * when the key or its memory does not allow it (an error TCP's sends of
+ * kernel memory never return), or -EAGAIN: try again (the worker).
  */
 static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
-			    int access, u8 *dst)
+			    int access, u8 *dst, bool sleep)
 {
 	struct trdma_mr *mr = trdma_tx_mr_get(qp, key, va, len, access);
 
@@ -638,13 +639,17 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 		return -EFAULT;
 	while (len) {
 		u32 pg_off, n;
-		struct page *page = trdma_mr_page_get(mr, va, false, &pg_off);
+		struct page *page = trdma_mr_page_get(mr, va, false, &pg_off,
+						      sleep);
 		void *src;
 
 		if (IS_ERR(page)) {
-			/* ODP: -EAGAIN from the receive path, to the worker. */
 			trdma_mr_put(mr);
-			return PTR_ERR(page) == -EAGAIN ? -EAGAIN : -EFAULT;
+			if (PTR_ERR(page) != -EAGAIN)
+				return -EFAULT;
+			/* From the receive path, or raced: the worker again. */
+			trdma_tx_kick(qp);
+			return -EAGAIN;
 		}
 		n = min_t(u32, len, PAGE_SIZE - pg_off);
 		src = kmap_local_page(page);
@@ -681,7 +686,8 @@ int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 		if (!sge)
 			return -EINVAL;
 		n = min(len, sge->length - at);
-		rv = trdma_tx_mr_copy(qp, sge->lkey, sge->addr + at, n, 0, dst);
+		rv = trdma_tx_mr_copy(qp, sge->lkey, sge->addr + at, n, 0, dst,
+				      true);
 		if (rv)
 			return rv;
 		dst += n;
@@ -693,9 +699,10 @@ int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 
 /*
  * Copies the payload of the current segment (at most TRDMA_TX_COPY_MAX
- * bytes) behind its headers.  Returns 0, -EFAULT or -EINVAL.
+ * bytes) behind its headers; locked: from the receive path (no faults).
+ * Returns 0, -EFAULT, -EINVAL or -EAGAIN.
  */
-static int trdma_tx_gather(struct trdma_qp *qp)
+static int trdma_tx_gather(struct trdma_qp *qp, bool locked)
 {
 	struct trdma_tx_seg *seg = &qp->seg;
 	u8 *dst = seg->hdr + seg->hdr_len;
@@ -706,8 +713,10 @@ static int trdma_tx_gather(struct trdma_qp *qp)
 	if (seg->kind == TRDMA_SEG_RDRESP) {
 		r = trdma_tx_rd_head(qp);
 		return trdma_tx_mr_copy(qp, r->rkey, r->va + off, left,
-					IB_ACCESS_REMOTE_READ, dst);
+					IB_ACCESS_REMOTE_READ, dst, !locked);
 	}
+	if (locked)
+		return -EAGAIN;		/* requests go from process context */
 	sqe = trdma_swq_slot(qp, seg->wqe);
 	return trdma_sqe_gather(qp, sqe, off, left, dst);
 }
@@ -743,11 +752,14 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 			return -ENOMEM;
 		}
 	}
-	page = trdma_mr_page_get(mr, va, false, &pg_off);
+	page = trdma_mr_page_get(mr, va, false, &pg_off, true);
 	if (IS_ERR(page)) {
 		trdma_mr_put(mr);
 		kfree(bounce);
-		return -EFAULT;
+		if (PTR_ERR(page) != -EAGAIN)
+			return -EFAULT;
+		trdma_tx_kick(qp);	/* raced invalidations: again */
+		return -EAGAIN;
 	}
 	n = min_t(u32, len, PAGE_SIZE - pg_off);
 	flags = more || n < len ? MSG_MORE : 0;
@@ -922,7 +934,7 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 		if (!locked && seg->kind == TRDMA_SEG_WQE)
 			trdma_sqe_prefetch(qp, trdma_swq_slot(qp, seg->wqe));
 		if (seg->len && seg->len <= TRDMA_TX_COPY_MAX) {
-			rv = trdma_tx_gather(qp);
+			rv = trdma_tx_gather(qp, locked);
 			if (rv)
 				return rv;
 			seg->copied = true;

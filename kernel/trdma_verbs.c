@@ -131,6 +131,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_ODP_IMR_CHILDREN].name = "odp_implicit_children",
 	[TRDMA_CNT_DMABUF_MAPS].name = "dmabuf_maps",
 	[TRDMA_CNT_DMABUF_MOVES].name = "dmabuf_moves",
+	[TRDMA_CNT_RX_FAULT_STALLS].name = "rx_fault_stalls",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -2,8 +2,8 @@
 // dma-buf MRs (ibv_reg_dmabuf_mr): SEND, RECV, RDMA WRITE and READ into and
 // out of a dma-buf, checked byte for byte against the bytes the exporter
 // holds; offsets and lengths, bad fds, bad keys; the exporter moving the
-// buffer (move_notify) under traffic; dereg and process exit with the MR
-// alive.  Two exporters: the lab's test-only trdma_test_dmabuf.ko (built
+// buffer (move_notify) under traffic, and between READs' and atomics'
+// requests and their responses; dereg and process exit with the MR alive.  Two exporters: the lab's test-only trdma_test_dmabuf.ko (built
 // in <build>/tests/kmod, loaded here with insmod; it can move its buffers)
 // on every kernel, and udmabuf (a memfd's pages) where the kernel has it
 // (6.12; Debian's 6.1 has no CONFIG_UDMABUF).
@@ -551,6 +551,98 @@ TEST_P(DmabufTest, MovesUnderTraffic) {
   EXPECT_GT(moved.load(), 10);
   EXPECT_GE(Counter("dmabuf_moves") - moves0, moved.load());
   EXPECT_GT(Counter("dmabuf_maps"), maps0);
+}
+
+// READs into the dma-buf, and atomics returning their original values into
+// it, while the exporter moves the buffer again and again: each round puts
+// a large READ into pinned memory first, so the responses for the dma-buf
+// come long after their requests mapped it, and a move in between leaves
+// the receive path a response it cannot place in softirq; it stalls
+// (rx_fault_stalls), maps the buffer again in a work item and reads on.
+// Every READ and atomic completes successfully and every byte is where it
+// should be in the buffer's current pages.
+TEST_P(DmabufTest, ResponsesIntoItWhileMoving) {
+  if (!exp_->CanMove()) GTEST_SKIP() << "this exporter does not move";
+  long stalls = Counter("rx_fault_stalls");
+  std::atomic<bool> stop{false};
+  std::atomic<int> moved{0};
+  std::thread mover([&] {
+    while (!stop) {
+      if (exp_->Move(fd_)) moved++;
+      usleep(300);
+    }
+  });
+  // The mover stops however the test ends (an ASSERT returns early).
+  struct Stop {
+    std::atomic<bool> &stop;
+    std::thread &t;
+    ~Stop() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } stopper{stop, mover};
+  constexpr uint32_t kBig = 2 << 20, kSlot = 64 * 1024;
+  constexpr int kSlots = kLen / kSlot;
+  uint8_t *src = b_.buf.data() + kBig;
+  uint8_t *target = src + 3 * kSlot;
+  memset(target, 0, 8);
+  uint64_t want = 0;
+  int r;
+  for (r = 0; r < 40 && !HasFailure(); r++) {
+    const bool atomics = r % 2;
+    size_t at[3];
+    ASSERT_EQ(PostSend(a_, 4 * r, IBV_WR_RDMA_READ, Sges(a_, 0, kBig, 1),
+                       Addr(b_.buf.data()), b_.mr->rkey),
+              0);
+    for (int k = 0; k < 3; k++) {
+      int n = 3 * r + k;
+      if (!atomics) {
+        at[k] = (n % kSlots) * kSlot;
+        Pattern(src + k * kSlot, kSlot, 300 + n);
+        ASSERT_EQ(PostSend(a_, 4 * r + 1 + k, IBV_WR_RDMA_READ,
+                           {DSge(at[k], kSlot)}, Addr(src + k * kSlot),
+                           b_.mr->rkey),
+                  0);
+        continue;
+      }
+      at[k] = (n % (kLen / kPage)) * kPage + 8 * k;
+      ibv_sge s = DSge(at[k], 8);
+      ibv_send_wr wr = {}, *bad;
+      wr.wr_id = 4 * r + 1 + k;
+      wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+      wr.sg_list = &s;
+      wr.num_sge = 1;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.atomic.remote_addr = Addr(target);
+      wr.wr.atomic.rkey = b_.mr->rkey;
+      wr.wr.atomic.compare_add = 1;
+      ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+      ibv_wc wc = Wait(a_.cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS)
+          << "round " << r << ", WR " << wc.wr_id << ": "
+          << ibv_wc_status_str(wc.status);
+      ASSERT_EQ(wc.wr_id, 4u * r + k);
+    }
+    for (int k = 0; k < 3; k++) {
+      if (atomics) {
+        uint64_t v = ~0ull;
+        ASSERT_TRUE(exp_->Read(fd_, at[k], 8, reinterpret_cast<uint8_t *>(&v)));
+        ASSERT_EQ(v, want + k) << "round " << r << ", atomic " << k;
+      } else {
+        std::vector<uint8_t> got = Exported(at[k], kSlot);
+        ASSERT_TRUE(IsPattern(got.data(), kSlot, 300 + 3 * r + k))
+            << "round " << r << ", READ " << k;
+      }
+    }
+    if (atomics) want += 3;
+  }
+  stop = true;
+  mover.join();
+  EXPECT_EQ(r, 40);
+  EXPECT_GT(moved.load(), 10);
+  EXPECT_GT(Counter("rx_fault_stalls"), stalls);
 }
 
 // A move between registration and first use, then dereg of an MR whose

@@ -3,7 +3,9 @@
 // atomics into memory no one has touched, checked byte for byte; the
 // process unmapping or remapping the memory under a registered MR and the
 // traffic then seeing the new pages; ibv_advise_mr() prefetch; bad keys
-// and ranges; munmap and MADV_DONTNEED racing incoming WRITEs.  Implicit
+// and ranges; munmap and MADV_DONTNEED racing incoming WRITEs, and READ
+// responses and atomic results coming back into pages MADV_DONTNEED keeps
+// taking away (the receive path stalls, faults them in, reads on).  Implicit
 // ODP MRs (the whole address space, ImplicitOdpTest): the same on memory
 // at unrelated addresses, memory mapped after the registration and
 // buffers that span the kernel's 2 MiB chunks; dereg and process exit
@@ -41,7 +43,142 @@ constexpr int kOdpAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 // to find all of them in (seen with 300 us: a WRITE not done in 10 s).
 constexpr auto kDontneedEvery = std::chrono::milliseconds(5);
 
-class OdpTest : public DataPathTest {
+// Shared anonymous memory, not touched: MADV_DONTNEED there takes the pages
+// out of the process's page tables, and so out of an ODP MR (an
+// invalidation), but keeps their bytes, which the next fault maps again.
+// A READ's bytes placed before a MADV_DONTNEED are still there after it.
+uint8_t *MapShared(size_t len) {
+  void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t *>(p);
+}
+
+// A thread that takes the pages of [p, p + len) away (MADV_DONTNEED) every
+// `every` from its start to its end.
+class Dropper {
+ public:
+  Dropper(void *p, size_t len, std::chrono::microseconds every)
+      : t_([this, p, len, every] {
+          while (!stop_) {
+            madvise(p, len, MADV_DONTNEED);
+            drops_++;
+            std::this_thread::sleep_for(every);
+          }
+        }) {}
+  ~Dropper() {
+    stop_ = true;
+    t_.join();
+  }
+  int Drops() const { return drops_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> drops_{0};
+  std::thread t_;
+};
+
+// How often a Dropper takes the pages of a READ's buffer away: well inside
+// the time a round's large READ keeps the responses for that buffer back.
+constexpr auto kDropEvery = std::chrono::microseconds(200);
+
+// READs and atomics whose local buffers are ODP memory taken away between
+// the request (which faults the buffer in) and the response.
+class OdpRaceBase : public DataPathTest {
+ protected:
+  static constexpr uint32_t kBig = 2 << 20;
+  static constexpr uint32_t kSlot = 256 << 10;
+
+  // rounds rounds, each a READ of kBig bytes into a_'s pinned buffer and
+  // then three READs of kSlot bytes from b_'s pinned buffer into dst (of
+  // the MR lkey names; dst_len bytes, the slots going round): the three
+  // responses come after the large one, long after their requests faulted
+  // dst in.  Every READ completes successfully, in order; every byte is
+  // checked.
+  void ReadRounds(uint8_t *dst, uint32_t lkey, size_t dst_len, int rounds) {
+    const size_t slots = dst_len / kSlot;
+    uint8_t *src = b_.buf.data() + kBig;
+    Pattern(b_.buf.data(), kBig, 500);
+    for (int r = 0; r < rounds; r++) {
+      size_t at[3];
+      ASSERT_EQ(PostSend(a_, 4 * r, IBV_WR_RDMA_READ, Sges(a_, 0, kBig, 1),
+                         Addr(b_.buf.data()), b_.mr->rkey),
+                0);
+      for (int k = 0; k < 3; k++) {
+        int n = 3 * r + k;
+        at[k] = (n % slots) * kSlot;
+        Pattern(src + k * kSlot, kSlot, 1000 + n);
+        ASSERT_EQ(PostSend(a_, 4 * r + 1 + k, IBV_WR_RDMA_READ,
+                           {{Addr(dst + at[k]), kSlot, lkey}},
+                           Addr(src + k * kSlot), b_.mr->rkey),
+                  0);
+      }
+      for (int k = 0; k < 4; k++) {
+        ibv_wc wc = Wait(a_.cq);
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS)
+            << "round " << r << ", WR " << wc.wr_id << ": "
+            << ibv_wc_status_str(wc.status);
+        ASSERT_EQ(wc.wr_id, 4u * r + k);
+      }
+      for (int k = 0; k < 3; k++)
+        ASSERT_TRUE(IsPattern(dst + at[k], kSlot, 1000 + 3 * r + k))
+            << "round " << r << ", READ " << k;
+    }
+  }
+
+  // As ReadRounds, with three atomics on a word of b_'s pinned buffer
+  // behind each large READ (fetch-and-add and compare-and-swap, each
+  // adding 1), their original values returned into dst (a page each): each
+  // completes successfully and returns the value the ones before it left.
+  void AtomicRounds(uint8_t *dst, uint32_t lkey, size_t dst_len,
+                    int rounds) {
+    const size_t pages = dst_len / 4096;
+    uint8_t *target = b_.buf.data() + kBig + 3 * kSlot;
+    memset(target, 0, 8);
+    uint64_t want = 0;
+    for (int r = 0; r < rounds; r++) {
+      size_t at[3];
+      ASSERT_EQ(PostSend(a_, 4 * r, IBV_WR_RDMA_READ, Sges(a_, 0, kBig, 1),
+                         Addr(b_.buf.data()), b_.mr->rkey),
+                0);
+      for (int k = 0; k < 3; k++) {
+        int n = 3 * r + k;
+        at[k] = (n % pages) * 4096 + 8 * (n % 8);
+        memset(dst + at[k], 0xee, 8);
+        ibv_sge s = {Addr(dst + at[k]), 8, lkey};
+        ibv_send_wr wr = {}, *bad;
+        wr.wr_id = 4 * r + 1 + k;
+        wr.opcode = k == 1 ? IBV_WR_ATOMIC_CMP_AND_SWP
+                           : IBV_WR_ATOMIC_FETCH_AND_ADD;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.atomic.remote_addr = Addr(target);
+        wr.wr.atomic.rkey = b_.mr->rkey;
+        wr.wr.atomic.compare_add = k == 1 ? want + 1 : 1;
+        wr.wr.atomic.swap = want + 2;
+        ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+      }
+      for (int k = 0; k < 4; k++) {
+        ibv_wc wc = Wait(a_.cq);
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS)
+            << "round " << r << ", WR " << wc.wr_id << ": "
+            << ibv_wc_status_str(wc.status);
+        ASSERT_EQ(wc.wr_id, 4u * r + k);
+      }
+      for (int k = 0; k < 3; k++) {
+        uint64_t v;
+        memcpy(&v, dst + at[k], 8);
+        ASSERT_EQ(v, want + k) << "round " << r << ", atomic " << k;
+      }
+      want += 3;
+    }
+    uint64_t v;
+    memcpy(&v, target, 8);
+    EXPECT_EQ(v, want);
+  }
+};
+
+class OdpTest : public OdpRaceBase {
  protected:
   static constexpr size_t kOdpLen = 4 << 20;
 
@@ -376,10 +513,192 @@ TEST_F(OdpTest, MunmapRacesWrites) {
   EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);
 }
 
+// READs into ODP memory (shared, so that its bytes outlive MADV_DONTNEED)
+// whose pages a second thread keeps taking away while the responses are
+// on their way: a response that meets a page not present stops the
+// receive path (rx_fault_stalls) until a work item has faulted the page
+// in; every READ completes successfully and every byte is in place.
+TEST_F(OdpTest, ReadsRaceDontneed) {
+  uint8_t *sh = MapShared(kOdpLen);
+  ASSERT_NE(sh, nullptr);
+  ibv_mr *mr = ibv_reg_mr(pd_, sh, kOdpLen, kOdpAccess);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  long stalls = Counter("rx_fault_stalls");
+  {
+    Dropper d(sh, kOdpLen, kDropEvery);
+    ReadRounds(sh, mr->lkey, kOdpLen, 30);
+    EXPECT_GT(d.Drops(), 10);
+  }
+  EXPECT_GT(Counter("rx_fault_stalls"), stalls);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(sh, kOdpLen);
+}
+
+// The same for atomics' original values coming back into ODP memory whose
+// pages are being taken away.
+TEST_F(OdpTest, AtomicResultsRaceDontneed) {
+  uint8_t *sh = MapShared(kOdpLen);
+  ASSERT_NE(sh, nullptr);
+  ibv_mr *mr = ibv_reg_mr(pd_, sh, kOdpLen, kOdpAccess);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  long stalls = Counter("rx_fault_stalls");
+  {
+    Dropper d(sh, kOdpLen, kDropEvery);
+    AtomicRounds(sh, mr->lkey, kOdpLen, 30);
+  }
+  EXPECT_GT(Counter("rx_fault_stalls"), stalls);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(sh, kOdpLen);
+}
+
+// A READ response about to stall, or stalled, on ODP pages taken away
+// after the request (its stall work queued or faulting), and then its MR
+// deregistered, or its QP destroyed, or the QP reset, sooner or later:
+// every call succeeds and the kernel stays clean (the lab checks dmesg);
+// the stall work finds the QP detached or the MR gone.
+TEST_F(OdpTest, DeregDestroyResetWhileResponseStalls) {
+  const uint32_t big = 2 << 20, len = 256 << 10;
+  long stalls = Counter("rx_fault_stalls");
+  Pattern(b_.buf.data(), big, 77);
+  for (int i = 0; i < 24; i++) {
+    SCOPED_TRACE(i);
+    uint8_t *sh = MapShared(len);
+    ASSERT_NE(sh, nullptr);
+    ibv_mr *mr = ibv_reg_mr(pd_, sh, len, kOdpAccess);
+    ASSERT_NE(mr, nullptr);
+    ibv_cq *cq = ibv_create_cq(ctx_.get(), 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_qp *q = NewQp(cq, {16, 16, 1, 1, 0});
+    ibv_qp *p = NewQp(cq, {16, 16, 1, 1, 0});
+    ASSERT_TRUE(q && p);
+    ASSERT_EQ(Connect(q, p), 0);
+    ASSERT_EQ(Connect(p, q), 0);
+    // Connected (a first READ answered): the requests below go, and fault
+    // sh in, as they are posted, before the MADV_DONTNEED.
+    ibv_sge s0 = {Addr(a_.buf.data()), 64, a_.mr->lkey};
+    ibv_send_wr w0 = {}, *bad0;
+    w0.opcode = IBV_WR_RDMA_READ;
+    w0.sg_list = &s0;
+    w0.num_sge = 1;
+    w0.send_flags = IBV_SEND_SIGNALED;
+    w0.wr.rdma.remote_addr = Addr(b_.buf.data());
+    w0.wr.rdma.rkey = b_.mr->rkey;
+    ASSERT_EQ(ibv_post_send(q, &w0, &bad0), 0);
+    ASSERT_EQ(Wait(cq).status, IBV_WC_SUCCESS);
+    ibv_sge s1 = {Addr(a_.buf.data()), big, a_.mr->lkey};
+    ibv_sge s2 = {Addr(sh), len, mr->lkey};
+    ibv_send_wr w2 = {}, w1 = {}, *bad;
+    w1.wr_id = 1;
+    w1.opcode = IBV_WR_RDMA_READ;
+    w1.sg_list = &s1;
+    w1.num_sge = 1;
+    w1.send_flags = IBV_SEND_SIGNALED;
+    w1.wr.rdma.remote_addr = Addr(b_.buf.data());
+    w1.wr.rdma.rkey = b_.mr->rkey;
+    w1.next = &w2;
+    w2 = w1;
+    w2.wr_id = 2;
+    w2.sg_list = &s2;
+    w2.next = nullptr;
+    ASSERT_EQ(ibv_post_send(q, &w1, &bad), 0);
+    ASSERT_EQ(madvise(sh, len, MADV_DONTNEED), 0);
+    // The large READ's completion: the small one's response is next.
+    ibv_wc wc = Wait(cq);
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    // Then, later and later, into the stall and its work's faults.
+    usleep(500 * i);
+    switch (i % 3) {
+      case 0:
+        EXPECT_EQ(ibv_dereg_mr(mr), 0);
+        mr = nullptr;
+        break;
+      case 1:
+        EXPECT_EQ(ibv_destroy_qp(q), 0);
+        q = nullptr;
+        break;
+      case 2: {
+        ibv_qp_attr a = {};
+        a.qp_state = IBV_QPS_RESET;
+        EXPECT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE), 0);
+        break;
+      }
+    }
+    if (q) {
+      EXPECT_EQ(ibv_destroy_qp(q), 0);
+    }
+    if (mr) {
+      EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    }
+    EXPECT_EQ(ibv_destroy_qp(p), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    munmap(sh, len);
+  }
+  EXPECT_GT(Counter("rx_fault_stalls"), stalls);
+}
+
+// Memory really gone (PROT_NONE over it) under a READ's or an atomic's
+// local buffer, whose response comes after a large READ's: the response
+// cannot be placed, that WQE completes with IBV_WC_LOC_PROT_ERR and the one
+// after it is flushed; the large READ before it succeeds.
+class OdpGoneTest : public OdpTest,
+                    public ::testing::WithParamInterface<bool> {};
+
+TEST_P(OdpGoneTest, ResponseIsLocalProtectionError) {
+  const bool atomic = GetParam();
+  const uint32_t big = 8 << 20, len = 64 << 10;
+  uint8_t *gone = odp_ + (2 << 20);
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_READ, Sges(a_, 0, big, 1),
+                     Addr(b_.buf.data()), b_.mr->rkey),
+            0);
+  // Gone before the request, so surely before its response: the request
+  // goes (its buffer is checked against the MR only), the fault when it
+  // goes fails, and so does the one for the response.
+  ASSERT_EQ(mmap(gone, len, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            gone);
+  if (atomic) {
+    ibv_sge s = OdpSge(2 << 20, 8);
+    ibv_send_wr wr = {}, *bad;
+    wr.wr_id = 2;
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = Addr(b_.buf.data() + big);
+    wr.wr.atomic.rkey = b_.mr->rkey;
+    wr.wr.atomic.compare_add = 1;
+    ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+  } else {
+    ASSERT_EQ(PostSend(a_, 2, IBV_WR_RDMA_READ, {OdpSge(2 << 20, len)},
+                       Addr(b_.buf.data()), b_.mr->rkey),
+              0);
+  }
+  ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_READ, Sges(a_, 0, 4096, 1),
+                     Addr(b_.buf.data()), b_.mr->rkey),
+            0);
+  ibv_wc wc = Wait(a_.cq);
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  wc = Wait(a_.cq);
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+  wc = Wait(a_.cq);
+  EXPECT_EQ(wc.wr_id, 3u);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wc.status);
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Odp, OdpGoneTest, ::testing::Bool(),
+                         [](const auto &info) {
+                           return info.param ? "Atomic" : "Read";
+                         });
+
 // Implicit ODP: one MR for the whole address space of the process.  The
 // kernel keeps the pages of each 2 MiB-aligned chunk of addresses in a
 // child made on first touch (odp_implicit_children counts them).
-class ImplicitOdpTest : public DataPathTest {
+class ImplicitOdpTest : public OdpRaceBase {
  protected:
   static constexpr size_t kChunk = 2 << 20;
 
@@ -598,6 +917,29 @@ TEST_F(ImplicitOdpTest, AtomicsOnNewMemory) {
   memcpy(&v, target + (512 << 10), 8);
   EXPECT_EQ(v, 0x1122334455667788ull);
   EXPECT_EQ(result[0], 0xee);  // the first result's place: untouched
+}
+
+// READs into memory mapped after the registration and never touched
+// (shared; four chunks), while a second thread takes its pages away:
+// the chunks' children are made, every READ completes successfully and
+// every byte is in place, responses that found a page gone stalled the
+// receive path until it was faulted in.  Then atomics' results the same
+// way.
+TEST_F(ImplicitOdpTest, ReadsIntoFreshMemoryRaceDontneed) {
+  const size_t len = 4 * kChunk;
+  uint8_t *sh = MapShared(len);
+  ASSERT_NE(sh, nullptr);
+  maps_.emplace_back(sh, len);
+  long children = Counter("odp_implicit_children");
+  long stalls = Counter("rx_fault_stalls");
+  {
+    Dropper d(sh, len, kDropEvery);
+    ReadRounds(sh, imr_->lkey, len, 30);
+    if (HasFatalFailure()) return;
+    AtomicRounds(sh, imr_->lkey, len, 10);
+  }
+  EXPECT_GE(Counter("odp_implicit_children") - children, 4);
+  EXPECT_GT(Counter("rx_fault_stalls"), stalls);
 }
 
 // Memory the process unmapped: a WRITE there is a remote access error.
