@@ -7,8 +7,9 @@
  * the kernel's TLS ULP (tls.ko), over TCP still signed with TCP-MD5 by
  * the same key (trdma_key.c: kTLS does not cover TCP's header).  There is
  * no TLS handshake: both ends hold the device key, and the hellos carry a
- * fresh 32-byte nonce from each side (TRDMA_HELLO_TLS, docs/wire.md).  The key schedule (trdma_kdf.h, HKDF
- * with the crypto API's hmac(sha256), the transcript with its sha256):
+ * fresh 32-byte nonce from each side (TRDMA_HELLO_TLS, docs/wire.md).
+ * The key schedule (trdma_kdf.h, HKDF with the crypto API's hmac(sha256),
+ * the transcript with its sha256):
  *
  *   th  = SHA-256(REQ || nonce_req || ACCEPT || nonce_acc), as on the wire
  *   PRK = HKDF-Extract(salt = nonce_req || nonce_acc, IKM = device key)
