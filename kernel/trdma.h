@@ -239,7 +239,8 @@ struct trdma_dev {
 	u8 md5_key[TCP_MD5SIG_MAXKEYLEN];
 	/*
 	 * Encrypted links (trdma_tls.c): kernel TLS with keys derived from
-	 * md5_key, which then signs nothing.  Under knob_lock with the key.
+	 * md5_key, which still signs every segment with TCP-MD5.  Under
+	 * knob_lock with the key.
 	 */
 	bool tls;
 };
@@ -980,7 +981,6 @@ void trdma_key_qp_put(struct trdma_qp *qp);
 int trdma_key_set(struct trdma_dev *tdev, const u8 *key, size_t len);
 u8 trdma_key_read(struct trdma_dev *tdev, u8 *key);
 bool trdma_key_present(struct trdma_dev *tdev);
-void trdma_key_refresh(struct trdma_dev *tdev);
 
 /* trdma_tls.c */
 struct trdma_tls_hs {

@@ -3,7 +3,9 @@
  * trdma: keyed links (TCP-MD5, RFC 2385).
  *
  * A device with a key (sysfs tcp_md5_key, write-only) signs every segment
- * of its connections with it and accepts none that is not signed with it.
+ * of its connections with it and accepts none that is not signed with it,
+ * whatever its tls knob says: an encrypted link (trdma_tls.c) is signed
+ * too, so that TCP drops a forged RST or FIN on it as on a clear one.
  * RFC 2385 keys are per peer address, and so are the kernel's: a socket
  * holds keys for the addresses it talks to.
  *
@@ -58,7 +60,8 @@ static LIST_HEAD(trdma_key_peers);		/* under trdma_key_lock */
 
 /*
  * Copies the device's key to key (TCP_MD5SIG_MAXKEYLEN bytes); its length,
- * 0 when it has none.  Encrypted links derive theirs from it.
+ * 0 when it has none.  It signs every connection, encrypted or not, and
+ * encrypted links derive their TLS keys from it too.
  */
 u8 trdma_key_read(struct trdma_dev *tdev, u8 *key)
 {
@@ -71,18 +74,6 @@ u8 trdma_key_read(struct trdma_dev *tdev, u8 *key)
 	return len;
 }
 
-/* The key the device signs with: none while its links are encrypted. */
-static u8 trdma_key_md5(struct trdma_dev *tdev, u8 *key)
-{
-	u8 len;
-
-	spin_lock(&tdev->knob_lock);
-	len = tdev->tls ? 0 : tdev->md5_keylen;
-	memcpy(key, tdev->md5_key, len);
-	spin_unlock(&tdev->knob_lock);
-	return len;
-}
-
 /* Whether the device has a key (sysfs tcp_md5). */
 bool trdma_key_present(struct trdma_dev *tdev)
 {
@@ -90,13 +81,14 @@ bool trdma_key_present(struct trdma_dev *tdev)
 }
 
 /*
- * Whether the device signs its connections: it has a key and does not
- * encrypt (an encrypted link authenticates every byte itself, and TCP-MD5
- * under it would cost a signature per segment for nothing).
+ * Whether the device signs its connections: whenever it has a key, whether
+ * it encrypts or not.  kTLS authenticates the bytes of an encrypted link,
+ * but not TCP's own header: without TCP-MD5 under it, a forged RST or FIN
+ * from the path would close the connection (docs/security.md).
  */
 bool trdma_key_on(struct trdma_dev *tdev)
 {
-	return READ_ONCE(tdev->md5_keylen) != 0 && !READ_ONCE(tdev->tls);
+	return trdma_key_present(tdev);
 }
 
 /*
@@ -138,7 +130,7 @@ int trdma_key_dial(struct trdma_dev *tdev, struct socket *sock,
 		   const struct in6_addr *dst)
 {
 	u8 key[TCP_MD5SIG_MAXKEYLEN];
-	u8 len = trdma_key_md5(tdev, key);
+	u8 len = trdma_key_read(tdev, key);
 	int rv = 0;
 
 	if (len)
@@ -176,7 +168,7 @@ static int trdma_key_peer_install(struct trdma_key_peer *kp,
 				  struct trdma_dev *tdev)
 {
 	u8 key[TCP_MD5SIG_MAXKEYLEN];
-	u8 len = trdma_key_md5(tdev, key);
+	u8 len = trdma_key_read(tdev, key);
 	int rv = 0;
 
 	if (!len) {
@@ -219,12 +211,8 @@ void trdma_key_qp_rtr(struct trdma_qp *qp)
 
 	mutex_lock(&trdma_key_lock);
 	trdma_key_qp_put_locked(qp);
-	/*
-	 * Tracked while the device has a key, signing or not (encrypted
-	 * links): the listener's key follows the tls knob
-	 * (trdma_key_refresh()).
-	 */
-	if (!trdma_key_present(tdev))
+	/* Tracked while the device has a key (it signs, tls or not). */
+	if (!trdma_key_on(tdev))
 		goto out;
 	list_for_each_entry(kp, &trdma_key_peers, list) {
 		if (kp->tdev->tnet != tdev->tnet ||
@@ -270,7 +258,7 @@ void trdma_key_qp_put(struct trdma_qp *qp)
 	mutex_unlock(&trdma_key_lock);
 }
 
-/* The listener's keys for tdev's peers: tdev's key, or none (tls). */
+/* The listener's keys for tdev's peers: tdev's key, or none (no key). */
 static void trdma_key_refresh_locked(struct trdma_dev *tdev)
 {
 	struct trdma_key_peer *kp;
@@ -279,17 +267,6 @@ static void trdma_key_refresh_locked(struct trdma_dev *tdev)
 	list_for_each_entry(kp, &trdma_key_peers, list)
 		if (kp->tdev == tdev)
 			trdma_key_peer_install(kp, tdev);
-}
-
-/*
- * The device's tls knob changed: the listener stops or starts signing for
- * the peers its QPs wait for.  Process context.
- */
-void trdma_key_refresh(struct trdma_dev *tdev)
-{
-	mutex_lock(&trdma_key_lock);
-	trdma_key_refresh_locked(tdev);
-	mutex_unlock(&trdma_key_lock);
 }
 
 /*

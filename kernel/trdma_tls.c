@@ -4,10 +4,12 @@
  *
  * A device with tls=1 (sysfs; it needs the link key of trdma_key.c) runs
  * each RC/UC connection as a TLS 1.3 record stream, AES-128-GCM, through
- * the kernel's TLS ULP (tls.ko).  There is no TLS handshake: both ends hold
- * the device key, and the hellos carry a fresh 32-byte nonce from each side
- * (TRDMA_HELLO_TLS, docs/wire.md).  The key schedule (trdma_kdf.h, HKDF
- * with the crypto API's hmac(sha256), the transcript with its sha256):
+ * the kernel's TLS ULP (tls.ko), over TCP still signed with TCP-MD5 by
+ * the same key (trdma_key.c: kTLS does not cover TCP's header).  There is
+ * no TLS handshake: both ends hold the device key, and the hellos carry a
+ * fresh 32-byte nonce from each side (TRDMA_HELLO_TLS, docs/wire.md).
+ * The key schedule (trdma_kdf.h, HKDF with the crypto API's hmac(sha256),
+ * the transcript with its sha256):
  *
  *   th  = SHA-256(REQ || nonce_req || ACCEPT || nonce_acc), as on the wire
  *   PRK = HKDF-Extract(salt = nonce_req || nonce_acc, IKM = device key)
@@ -73,9 +75,7 @@ int trdma_tls_set(struct trdma_dev *tdev, bool on)
 	else
 		WRITE_ONCE(tdev->tls, on);
 	spin_unlock(&tdev->knob_lock);
-	/* The listener's TCP-MD5 keys follow: none for encrypted links. */
-	if (!rv)
-		trdma_key_refresh(tdev);
+	/* TCP-MD5 signs either way (trdma_key.c): nothing else changes. */
 	return rv;
 }
 

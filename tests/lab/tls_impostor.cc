@@ -6,16 +6,21 @@
 // QP y on DEV_B (the accepting side) are made; y goes to RTS waiting for
 // x, x stays in INIT.  A TCP client of this process, from DEV_A's address,
 // then does what x would: a well-formed hello with the TLS flag, a nonce,
-// the right QPNs and the PSN proof, so it gets y's ACCEPT; but it has no
-// device key, so the record it sends as its key confirmation cannot
-// authenticate.  Expected: y's side closes the connection, y is still in
+// the right QPNs and the PSN proof, so it gets y's ACCEPT; but its key
+// confirmation is a record no key of the link authenticates.  A keyed
+// device signs even encrypted links with TCP-MD5 (trdma_key.c), so an
+// impostor without the key never gets past TCP (its SYN is dropped); to
+// reach key confirmation, the second line of defence, this one signs with
+// the TCP-MD5 key of MD5_KEY_FILE (as written to tcp_md5_key): what an
+// attacker who learnt the TCP-MD5 signature key alone could do.  Expected: y's side closes the connection, y is still in
 // RTS (not in error, not connected), and the real peer x, brought to RTS
 // afterwards, connects and SENDs both ways.  The caller checks the
 // counters (refused_tls_confirm).  Exit status 0 when all of that held.
-//   usage: trdma_tls_impostor DEV_A GID_INDEX_A DEV_B GID_INDEX_B
+//   usage: trdma_tls_impostor DEV_A GID_INDEX_A DEV_B GID_INDEX_B [MD5_KEY_FILE]
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,6 +29,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -213,12 +220,34 @@ bool ClosedWithin(int fd, int ms)
 	return false;
 }
 
+// Signs fd's segments to dst with TCP-MD5 under the key in file (a
+// trailing newline dropped, as tcp_md5_key's store does).
+bool SignMd5(int fd, const sockaddr_in &dst, const char *file)
+{
+	std::ifstream kf(file, std::ios::binary);
+	std::string key((std::istreambuf_iterator<char>(kf)),
+			std::istreambuf_iterator<char>());
+	struct tcp_md5sig m = {};
+	bool ok;
+
+	if (!key.empty() && key.back() == '\n')
+		key.pop_back();
+	if (key.empty() || key.size() > sizeof(m.tcpm_key))
+		return false;
+	memcpy(&m.tcpm_addr, &dst, sizeof(dst));
+	m.tcpm_keylen = key.size();
+	memcpy(m.tcpm_key, key.data(), key.size());
+	ok = !setsockopt(fd, IPPROTO_TCP, TCP_MD5SIG, &m, sizeof(m));
+	memset(&m, 0, sizeof(m));
+	return ok;
+}
+
 }  // namespace
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: %s DEV_A GID_INDEX_A DEV_B GID_INDEX_B\n",
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr, "usage: %s DEV_A GID_INDEX_A DEV_B GID_INDEX_B [MD5_KEY_FILE]\n",
 			argv[0]);
 		return 2;
 	}
@@ -263,6 +292,7 @@ int main(int argc, char **argv)
 	memcpy(&dst.sin_addr, b.gid.raw + 12, 4);
 	dst.sin_port = htons(TRDMA_DEFAULT_PORT);
 	if (fd < 0 || bind(fd, (sockaddr *)&src, sizeof(src)) ||
+	    (argc == 6 && !SignMd5(fd, dst, argv[5])) ||
 	    connect(fd, (sockaddr *)&dst, sizeof(dst)) ||
 	    write(fd, msg, sizeof(msg)) != (ssize_t)sizeof(msg))
 		return !Fail("impostor: connect or send");

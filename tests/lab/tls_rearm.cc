@@ -6,7 +6,8 @@
 // namespace, with the link key (KEY_FILE, as written to tcp_md5_key): a
 // TCP client of this process, from DEV_A's address, speaks for QP x of
 // DEV_A (the connecting side, the smaller GID, kept in INIT) as the
-// kernel would, with the key: hello with the TLS flag and a nonce, the
+// kernel would, with the key: TCP-MD5 from its SYN on, hello with the TLS
+// flag and a nonce, the
 // PSN proof, the key schedule of trdma_kdf.h over its own SHA-256 and
 // HMAC, kTLS on its socket (TCP_ULP "tls", TLS_TX and TLS_RX), and the
 // right key confirmation, read and checked the other way too, so nothing
@@ -396,6 +397,20 @@ bool SetKey(int fd, int dir, const trdma_kdf_dir &k)
 	return !setsockopt(fd, SOL_TLS, dir, &ci, sizeof(ci));
 }
 
+// Signs fd's segments to dst with TCP-MD5 under key, as the kernel signs
+// every connection of a keyed device (trdma_key.c), encrypted or not.
+bool SignMd5(int fd, const sockaddr_in &dst, const std::string &key)
+{
+	struct tcp_md5sig m = {};
+
+	if (key.size() > sizeof(m.tcpm_key))
+		return false;
+	memcpy(&m.tcpm_addr, &dst, sizeof(dst));
+	m.tcpm_keylen = key.size();
+	memcpy(m.tcpm_key, key.data(), key.size());
+	return !setsockopt(fd, IPPROTO_TCP, TCP_MD5SIG, &m, sizeof(m));
+}
+
 // The client speaking for x (of a) to y (of b): a connection with its
 // hello ACCEPTed, keys on, y's confirmation read and checked; ours kept
 // for Confirm().
@@ -435,6 +450,7 @@ bool Hello(Client &c, const Side &x, const Side &y, uint32_t proof,
 	memcpy(&dst.sin_addr, y.gid.raw + 12, 4);
 	dst.sin_port = htons(TRDMA_DEFAULT_PORT);
 	if (c.fd < 0 || bind(c.fd, (sockaddr *)&src, sizeof(src)) ||
+	    !SignMd5(c.fd, dst, key) ||
 	    connect(c.fd, (sockaddr *)&dst, sizeof(dst)) ||
 	    write(c.fd, msg, sizeof(msg)) != (ssize_t)sizeof(msg))
 		return Fail("connect or send of the hello");
