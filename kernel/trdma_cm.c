@@ -76,34 +76,12 @@ struct trdma_pending {
 	u8 confirm[sizeof_field(struct trdma_tls_hs, confirm)];
 	u32 confirm_got;
 	unsigned long deadline;
-	/*
-	 * What trdma_pending_scan() needs to look at, so that a scan costs
-	 * nothing per connection that has nothing new (a burst of thousands
-	 * of connections would otherwise make each arrival read every
-	 * socket).  TRDMA_PENDING_RX: bytes came; set by the data_ready
-	 * callbacks (softirq, sk_user_data is p under sk_callback_lock),
-	 * cleared by the scan before it reads.  qp_gen: the value of
-	 * trdma_pending_qp_gen when binding last said -EAGAIN (under
-	 * trdma_pending_lock); the scan tries again once a QP moved since.
-	 */
-	unsigned long events;
-	u32 qp_gen;
 };
-
-#define TRDMA_PENDING_RX	0
 
 static LIST_HEAD(trdma_pending_list);
 static DEFINE_MUTEX(trdma_pending_lock);	/* protects trdma_pending_list */
 static struct delayed_work trdma_pending_work;
 static bool trdma_cm_stopping;		/* under trdma_pending_lock */
-/*
- * Bumped whenever a QP reaches RTR or RTS (lock-free), when a connection
- * waiting for its QP may bind; and when the scan last looked at every
- * pending connection whatever its events (jiffies; under
- * trdma_pending_lock): it does so every tenth of a second, for deadlines.
- */
-static atomic_t trdma_pending_qp_gen = ATOMIC_INIT(0);
-static unsigned long trdma_pending_full_at;
 
 static void trdma_hello_init(struct trdma_hello *h, struct trdma_qp *qp,
 			     u8 type)
@@ -968,7 +946,6 @@ void trdma_cm_qp_rtr(struct trdma_qp *qp)
 		trdma_cm_dial_now(qp);
 	} else {
 		trdma_key_qp_rtr(qp);
-		atomic_inc(&trdma_pending_qp_gen);
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 	}
 }
@@ -983,12 +960,10 @@ void trdma_cm_qp_rts(struct trdma_qp *qp)
 	lockdep_assert_held(&qp->state_mutex);
 	if (!qp->attr.ah_attr.grh.sgid_attr || qp->sock)
 		return;
-	if (qp->dial_parked) {
+	if (qp->dial_parked)
 		trdma_cm_dial_now(qp);
-	} else if (!trdma_cm_is_active(qp)) {
-		atomic_inc(&trdma_pending_qp_gen);
+	else if (!trdma_cm_is_active(qp))
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
-	}
 }
 
 void trdma_cm_qp_destroy(struct trdma_qp *qp)
@@ -1008,15 +983,7 @@ void trdma_cm_qp_destroy(struct trdma_qp *qp)
 
 static void trdma_pending_data_ready(struct sock *sk)
 {
-	struct trdma_pending *p;
-
-	read_lock_bh(&sk->sk_callback_lock);
-	p = sk->sk_user_data;
-	if (p) {
-		set_bit(TRDMA_PENDING_RX, &p->events);
-		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
-	}
-	read_unlock_bh(&sk->sk_callback_lock);
+	mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 }
 
 /* A confirming connection's: kTLS's own first (it parses the records). */
@@ -1028,7 +995,6 @@ static void trdma_pending_tls_data_ready(struct sock *sk)
 	p = sk->sk_user_data;
 	if (p) {
 		p->saved_data_ready(sk);
-		set_bit(TRDMA_PENDING_RX, &p->events);
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
@@ -1441,33 +1407,21 @@ static u32 trdma_pending_want(const struct trdma_pending *p)
 					   trdma_hello_len(&p->hello);
 }
 
-/*
- * Reads what came on the connections that had bytes, binds those whose
- * hello is complete when their QP may have moved, and expires the rest;
- * every tenth of a second it looks at each whatever its events, so that
- * no deadline and no missed event lasts.
- */
 static void trdma_pending_scan(struct work_struct *work)
 {
-	u32 gen = atomic_read(&trdma_pending_qp_gen);
 	struct trdma_pending *p, *next;
-	bool again = false, full;
+	bool again = false;
 
 	mutex_lock(&trdma_pending_lock);
-	full = time_after_eq(jiffies, trdma_pending_full_at + HZ / 10);
-	if (full)
-		trdma_pending_full_at = jiffies;
 	list_for_each_entry_safe(p, next, &trdma_pending_list, list) {
-		bool rx = test_and_clear_bit(TRDMA_PENDING_RX, &p->events);
-		int rv = -EAGAIN;
+		int rv;
 
 		if (p->confirming) {
-			if ((!rx && !full) ||
-			    trdma_pending_confirm(p) == -EAGAIN)
+			if (trdma_pending_confirm(p) == -EAGAIN)
 				again = true;
 			continue;
 		}
-		while (p->got < trdma_pending_want(p) && (rx || full)) {
+		while (p->got < trdma_pending_want(p)) {
 			bool in_hello = p->got < sizeof(p->hello);
 			struct kvec iov = {
 				.iov_base = in_hello ?
@@ -1489,15 +1443,8 @@ static void trdma_pending_scan(struct work_struct *work)
 			trdma_pending_close(p);	/* closed before its hello */
 			continue;
 		}
-		if (p->got < trdma_pending_want(p)) {
-			rv = -EAGAIN;
-		} else if (rx || full || p->qp_gen != gen) {
-			rv = trdma_pending_bind(p);
-			if (rv == -EAGAIN)
-				p->qp_gen = gen;	/* p is still there */
-		} else {
-			rv = -EAGAIN;			/* nothing new */
-		}
+		rv = p->got == trdma_pending_want(p) ? trdma_pending_bind(p) :
+						       -EAGAIN;
 		if (!rv)
 			continue;
 		/* ACCEPTed, encrypted: its confirmation may be in already. */
@@ -1547,8 +1494,6 @@ static void trdma_accept(struct work_struct *work)
 		}
 		p->sock = sock;
 		p->deadline = jiffies + trdma_accept_timeout * HZ;
-		/* Its hello may be in before the callback below is. */
-		__set_bit(TRDMA_PENDING_RX, &p->events);
 
 		mutex_lock(&trdma_pending_lock);
 		if (trdma_cm_stopping) {
@@ -1563,7 +1508,7 @@ static void trdma_accept(struct work_struct *work)
 		 */
 		write_lock_bh(&sock->sk->sk_callback_lock);
 		p->saved_data_ready = tnet->listen_saved_data_ready;
-		sock->sk->sk_user_data = p;
+		sock->sk->sk_user_data = NULL;
 		sock->sk->sk_data_ready = trdma_pending_data_ready;
 		write_unlock_bh(&sock->sk->sk_callback_lock);
 		list_add_tail(&p->list, &trdma_pending_list);
