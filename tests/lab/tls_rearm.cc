@@ -47,6 +47,8 @@
 #include <rdma/trdma-wire.h>
 
 #include "../../kernel/trdma_kdf.h"
+#include "../unit/sha256.h"
+#include "tls_client.h"
 
 #ifndef SOL_TLS
 #define SOL_TLS 282
@@ -55,319 +57,11 @@
 #define TCP_ULP 31
 #endif
 
+using namespace trdma_tls_lab;
+using trdma_test::Sha256Hash;
+using trdma_test::Sha256Hmac;
+
 namespace {
-
-struct Sha256 {
-	uint32_t h[8];
-	uint8_t buf[64];
-	uint64_t total = 0;
-	size_t n = 0;
-
-	static uint32_t Rotr(uint32_t x, int r) { return (x >> r) | (x << (32 - r)); }
-
-	Sha256()
-	{
-		static const uint32_t init[8] = {
-			0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-			0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-		memcpy(h, init, sizeof(h));
-	}
-
-	void Block(const uint8_t *p)
-	{
-		static const uint32_t k[64] = {
-			0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b,
-			0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
-			0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7,
-			0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
-			0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152,
-			0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-			0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-			0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-			0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
-			0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
-			0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f,
-			0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-			0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-		uint32_t w[64], a[8];
-
-		for (int i = 0; i < 16; i++)
-			w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-			       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-		for (int i = 16; i < 64; i++) {
-			uint32_t s0 = Rotr(w[i - 15], 7) ^ Rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-			uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-			w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-		}
-		memcpy(a, h, sizeof(a));
-		for (int i = 0; i < 64; i++) {
-			uint32_t S1 = Rotr(a[4], 6) ^ Rotr(a[4], 11) ^ Rotr(a[4], 25);
-			uint32_t ch = (a[4] & a[5]) ^ (~a[4] & a[6]);
-			uint32_t t1 = a[7] + S1 + ch + k[i] + w[i];
-			uint32_t S0 = Rotr(a[0], 2) ^ Rotr(a[0], 13) ^ Rotr(a[0], 22);
-			uint32_t maj = (a[0] & a[1]) ^ (a[0] & a[2]) ^ (a[1] & a[2]);
-			uint32_t t2 = S0 + maj;
-			memmove(a + 1, a, 7 * sizeof(a[0]));
-			a[4] += t1;
-			a[0] = t1 + t2;
-		}
-		for (int i = 0; i < 8; i++)
-			h[i] += a[i];
-	}
-
-	void Update(const uint8_t *p, size_t len)
-	{
-		total += len;
-		while (len) {
-			size_t c = std::min(len, sizeof(buf) - n);
-			memcpy(buf + n, p, c);
-			n += c;
-			p += c;
-			len -= c;
-			if (n == sizeof(buf)) {
-				Block(buf);
-				n = 0;
-			}
-		}
-	}
-
-	void Final(uint8_t *out)
-	{
-		uint64_t bits = total * 8;
-		uint8_t pad = 0x80, zero = 0, len[8];
-
-		Update(&pad, 1);
-		while (n != 56)
-			Update(&zero, 1);
-		for (int i = 0; i < 8; i++)
-			len[i] = bits >> (56 - 8 * i);
-		Update(len, 8);
-		for (int i = 0; i < 8; i++)
-			for (int j = 0; j < 4; j++)
-				out[4 * i + j] = h[i] >> (24 - 8 * j);
-	}
-};
-
-int Hmac(void *, const uint8_t *key, size_t keylen, const uint8_t *const *data,
-	 const size_t *len, int n, uint8_t *out)
-{
-	uint8_t k[64] = {}, ipad[64], opad[64], inner[32];
-
-	if (keylen > 64) {
-		Sha256 s;
-		s.Update(key, keylen);
-		s.Final(k);
-	} else {
-		memcpy(k, key, keylen);
-	}
-	for (int i = 0; i < 64; i++) {
-		ipad[i] = k[i] ^ 0x36;
-		opad[i] = k[i] ^ 0x5c;
-	}
-	Sha256 in;
-	in.Update(ipad, 64);
-	for (int i = 0; i < n; i++)
-		in.Update(data[i], len[i]);
-	in.Final(inner);
-	Sha256 o;
-	o.Update(opad, 64);
-	o.Update(inner, 32);
-	o.Final(out);
-	return 0;
-}
-
-struct Side {
-	ibv_context *ctx = nullptr;
-	ibv_pd *pd = nullptr;
-	ibv_cq *cq = nullptr;
-	ibv_mr *mr = nullptr;
-	ibv_qp *qp = nullptr;
-	ibv_gid gid = {};
-	int gidx = 0;
-	char buf[4096] = {};
-};
-
-bool Fail(const char *what)
-{
-	fprintf(stderr, "tls_rearm: %s\n", what);
-	return false;
-}
-
-bool Open(Side &s, const char *name, int gidx)
-{
-	int n = 0;
-	ibv_device **list = ibv_get_device_list(&n);
-
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			s.ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
-	if (!s.ctx)
-		return Fail("no such device");
-	s.gidx = gidx;
-	if (ibv_query_gid(s.ctx, 1, gidx, &s.gid))
-		return Fail("ibv_query_gid");
-	s.pd = ibv_alloc_pd(s.ctx);
-	s.cq = s.pd ? ibv_create_cq(s.ctx, 16, nullptr, nullptr, 0) : nullptr;
-	s.mr = s.cq ? ibv_reg_mr(s.pd, s.buf, sizeof(s.buf),
-				 IBV_ACCESS_LOCAL_WRITE) : nullptr;
-	if (!s.mr)
-		return Fail("pd, cq or mr");
-	ibv_qp_init_attr ia = {};
-	ia.send_cq = ia.recv_cq = s.cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	s.qp = ibv_create_qp(s.pd, &ia);
-	if (!s.qp)
-		return Fail("ibv_create_qp");
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-	if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return Fail("INIT");
-	return true;
-}
-
-// s to RTR and RTS towards peer: rq_psn rq, sq_psn sq.
-bool Connect(Side &s, const Side &peer, uint32_t rq, uint32_t sq)
-{
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer.qp->qp_num;
-	a.rq_psn = rq;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer.gid;
-	a.ah_attr.grh.sgid_index = s.gidx;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return Fail("RTR");
-	a = {};
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 18;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = sq;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
-		return Fail("RTS");
-	return true;
-}
-
-ibv_qp_state State(ibv_qp *qp)
-{
-	ibv_qp_attr a = {};
-	ibv_qp_init_attr ia = {};
-
-	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
-		return IBV_QPS_UNKNOWN;
-	return a.qp_state;
-}
-
-bool Poll(ibv_cq *cq, ibv_wc_opcode want)
-{
-	auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-	ibv_wc wc;
-
-	while (std::chrono::steady_clock::now() < until) {
-		int n = ibv_poll_cq(cq, 1, &wc);
-		if (n < 0)
-			return Fail("ibv_poll_cq");
-		if (n == 0) {
-			usleep(1000);
-			continue;
-		}
-		if (wc.status != IBV_WC_SUCCESS || wc.opcode != want) {
-			fprintf(stderr, "tls_rearm: completion %s, opcode %d\n",
-				ibv_wc_status_str(wc.status), wc.opcode);
-			return false;
-		}
-		return true;
-	}
-	return Fail("no completion in 60 s");
-}
-
-// A SEND of 64 bytes from a to b, checked byte for byte.
-bool SendArrives(Side &a, Side &b, char fill)
-{
-	ibv_sge rs = { (uintptr_t)b.buf, 64, b.mr->lkey };
-	ibv_recv_wr rwr = {}, *rbad;
-	rwr.sg_list = &rs;
-	rwr.num_sge = 1;
-	memset(b.buf, 0, 64);
-	memset(a.buf, fill, 64);
-	if (ibv_post_recv(b.qp, &rwr, &rbad))
-		return Fail("ibv_post_recv");
-	ibv_sge ss = { (uintptr_t)a.buf, 64, a.mr->lkey };
-	ibv_send_wr swr = {}, *sbad;
-	swr.opcode = IBV_WR_SEND;
-	swr.sg_list = &ss;
-	swr.num_sge = 1;
-	swr.send_flags = IBV_SEND_SIGNALED;
-	if (ibv_post_send(a.qp, &swr, &sbad))
-		return Fail("ibv_post_send");
-	if (!Poll(b.cq, IBV_WC_RECV) || !Poll(a.cq, IBV_WC_SEND))
-		return false;
-	for (int i = 0; i < 64; i++)
-		if (b.buf[i] != fill)
-			return Fail("the SEND's data differ");
-	return true;
-}
-
-bool ReadAll(int fd, void *p, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		pollfd pf = { fd, POLLIN, 0 };
-		if (poll(&pf, 1, 10000) != 1)
-			return false;
-		ssize_t n = read(fd, (char *)p + got, len - got);
-		if (n <= 0)
-			return false;
-		got += n;
-	}
-	return true;
-}
-
-// Whether the peer closes fd (FIN or reset) within ms, reading what comes.
-bool ClosedWithin(int fd, int ms)
-{
-	auto until = std::chrono::steady_clock::now() +
-		     std::chrono::milliseconds(ms);
-	char b[512];
-
-	while (std::chrono::steady_clock::now() < until) {
-		pollfd pf = { fd, POLLIN, 0 };
-		if (poll(&pf, 1, 100) != 1)
-			continue;
-		if (read(fd, b, sizeof(b)) <= 0)
-			return true;
-	}
-	return false;
-}
-
-int Hash(void *, const uint8_t *const *data, const size_t *len, int n,
-	 uint8_t *out)
-{
-	Sha256 s;
-
-	for (int i = 0; i < n; i++)
-		s.Update(data[i], len[i]);
-	s.Final(out);
-	return 0;
-}
 
 // s reset and set up again (INIT, RTR, RTS) for peer with rq_psn rq.
 bool Rearm(Side &s, const Side &peer, uint32_t rq, uint32_t sq)
@@ -395,20 +89,6 @@ bool SetKey(int fd, int dir, const trdma_kdf_dir &k)
 	memcpy(ci.salt, k.salt, sizeof(ci.salt));
 	memcpy(ci.iv, k.iv, sizeof(ci.iv));
 	return !setsockopt(fd, SOL_TLS, dir, &ci, sizeof(ci));
-}
-
-// Signs fd's segments to dst with TCP-MD5 under key, as the kernel signs
-// every connection of a keyed device (trdma_key.c), encrypted or not.
-bool SignMd5(int fd, const sockaddr_in &dst, const std::string &key)
-{
-	struct tcp_md5sig m = {};
-
-	if (key.size() > sizeof(m.tcpm_key))
-		return false;
-	memcpy(&m.tcpm_addr, &dst, sizeof(dst));
-	m.tcpm_keylen = key.size();
-	memcpy(m.tcpm_key, key.data(), key.size());
-	return !setsockopt(fd, IPPROTO_TCP, TCP_MD5SIG, &m, sizeof(m));
 }
 
 // The client speaking for x (of a) to y (of b): a connection with its
@@ -472,9 +152,9 @@ bool Hello(Client &c, const Side &x, const Side &y, uint32_t proof,
 	e.req_qpn = ntohl(h.src_qpn);
 	memcpy(e.acc_gid, h.dst_gid, 16);
 	e.acc_qpn = ntohl(h.dst_qpn);
-	if (trdma_kdf_transcript(Hash, nullptr, (const uint8_t *)&h, sizeof(h),
+	if (trdma_kdf_transcript(Sha256Hash, nullptr, (const uint8_t *)&h, sizeof(h),
 				 nreq, (const uint8_t *)&r, sizeof(r), nacc, th) ||
-	    trdma_kdf_keys(Hmac, nullptr, (const uint8_t *)key.data(),
+	    trdma_kdf_keys(Sha256Hmac, nullptr, (const uint8_t *)key.data(),
 			   key.size(), nreq, nacc, &e, th, &o))
 		return Fail("key schedule");
 	static const char ulp[] = "tls";
@@ -512,16 +192,13 @@ bool Refused(Client &c, Side &y, const char *what)
 
 int main(int argc, char **argv)
 {
+	g_prog = "tls_rearm";
 	if (argc != 6) {
 		fprintf(stderr, "usage: %s DEV_A GIDX_A DEV_B GIDX_B KEY_FILE\n",
 			argv[0]);
 		return 2;
 	}
-	std::ifstream kf(argv[5], std::ios::binary);
-	std::string key((std::istreambuf_iterator<char>(kf)),
-			std::istreambuf_iterator<char>());
-	if (!key.empty() && key.back() == '\n')
-		key.pop_back();	/* as tcp_md5_key's store does */
+	const std::string key = ReadKey(argv[5]);
 	if (key.empty())
 		return !Fail("no key in KEY_FILE");
 	Side x, x2, y0, y;
