@@ -121,6 +121,8 @@ enum trdma_counter {
 	TRDMA_CNT_DMABUF_MAPS,
 	TRDMA_CNT_DMABUF_MOVES,
 	TRDMA_CNT_RX_FAULT_STALLS,
+	TRDMA_CNT_SQ_DOORBELLS,
+	TRDMA_CNT_TX_DEFERRED,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -1034,7 +1036,10 @@ int trdma_ah_init(struct trdma_ah *ah, const struct rdma_ah_attr *attr);
 int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 		     u32 off, u32 len, u8 *dst);
 void trdma_tx_kick(struct trdma_qp *qp);
+void trdma_tx_kick_user(struct trdma_qp *qp);
+bool trdma_tx_defer(struct trdma_qp *qp, bool outstanding);
 void trdma_tx_now(struct trdma_qp *qp);
+void trdma_sq_doorbell(struct trdma_qp *qp);
 void trdma_tx_answered(struct trdma_qp *qp);
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk);
 void trdma_tx_ack_forget_unasked(struct trdma_qp *qp);

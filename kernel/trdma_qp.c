@@ -620,16 +620,19 @@ static void trdma_sq_intake(struct trdma_qp *qp)
 /*
  * The send doorbell: look at the SQ ring again.  now: the caller is a
  * user's doorbell (process context, no locks held), which transmits
- * itself (trdma_tx_now) rather than kicking the worker.
+ * itself (trdma_tx_now) rather than kicking the worker, unless sends were
+ * outstanding already (trdma_tx_defer()).
  */
 static void trdma_sq_kick(struct trdma_qp *qp, bool now)
 {
 	bool fatal = false, kick = false, gone = false, failed = false;
+	bool outstanding = false;
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
 	switch (qp->state) {
 	case IB_QPS_RTS:
+		outstanding = qp->sq_retire != qp->sq_intake;
 		trdma_sq_intake(qp);
 		fatal = qp->corrupt;
 		qp->corrupt = false;
@@ -665,12 +668,16 @@ static void trdma_sq_kick(struct trdma_qp *qp, bool now)
 	/* A QP in ERR has no use for its connection: the peer learns it. */
 	if (failed)
 		trdma_qp_close(qp);
-	if (kick && now && trdma_qp_is_ud(qp))
+	if (kick && now && trdma_qp_is_ud(qp)) {
 		trdma_ud_tx(qp);
-	else if (kick && now)
+	} else if (kick && now && trdma_tx_defer(qp, outstanding)) {
+		trdma_count(qp->tdev, TRDMA_CNT_TX_DEFERRED, 1);
+		trdma_tx_kick_user(qp);
+	} else if (kick && now) {
 		trdma_tx_now(qp);
-	else if (kick)
-		trdma_tx_kick(qp);
+	} else if (kick) {
+		trdma_tx_kick_user(qp);
+	}
 	if (fatal && qp->ibqp.event_handler) {
 		struct ib_event ev = {
 			.device = qp->ibqp.device,
@@ -680,6 +687,16 @@ static void trdma_sq_kick(struct trdma_qp *qp, bool now)
 
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 	}
+}
+
+/*
+ * A doorbell the provider did not ring: the transmitter found WQEs posted
+ * while tx_active said it would (trdma_tx_idle()).  The worker sends them.
+ * Process context, no locks held.
+ */
+void trdma_sq_doorbell(struct trdma_qp *qp)
+{
+	trdma_sq_kick(qp, false);
 }
 
 static int trdma_qp_check_cap(struct ib_qp_init_attr *init)
@@ -1019,6 +1036,7 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 		WRITE_ONCE(qp->rq.ctrl->cons, 0);
 	}
 	trdma_qp_set_kflags(qp, 0);
+	WRITE_ONCE(qp->sq.ctrl->tx_active, 0);
 }
 
 int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
@@ -1226,6 +1244,7 @@ int trdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			*bad_wr = wr;
 			return -EINVAL;
 		}
+		trdma_count(qp->tdev, TRDMA_CNT_SQ_DOORBELLS, 1);
 		trdma_sq_kick(qp, true);
 		return 0;
 	}

@@ -45,6 +45,11 @@ module_param_named(tx_cork, trdma_tx_cork_on, bool, 0644);
 MODULE_PARM_DESC(tx_cork,
 		 "pack small segments with more behind them into one TCP segment (1)");
 
+static bool trdma_tx_defer_on = true;
+module_param_named(tx_defer, trdma_tx_defer_on, bool, 0644);
+MODULE_PARM_DESC(tx_defer,
+		 "a user's send doorbell with sends outstanding leaves them to the worker (1)");
+
 /* A sample of the turnaround is cut to this: long ones all mean "slow". */
 #define TRDMA_ACK_TURN_MAX_NS	(4 * NSEC_PER_MSEC)
 
@@ -1308,6 +1313,61 @@ void trdma_tx_ack_forget_unasked(struct trdma_qp *qp)
 }
 
 /*
+ * The SQ ring's tx_active (trdma-abi.h) of a user RC or UC QP: set before
+ * a transmitter runs (trdma_tx_try() owning) or is queued to
+ * (trdma_tx_kick_user()), so that the provider posts without a doorbell
+ * meanwhile; cleared by the transmitter that stops last, which then looks
+ * at the ring once more (trdma_tx_idle()).  Only ever a hint to user
+ * space: the kernel never reads it.
+ */
+static void trdma_tx_set_active(struct trdma_qp *qp)
+{
+	/* Not UD's: trdma_ud_tx() takes every WQE in at its doorbell. */
+	if (qp->is_user && !trdma_qp_is_ud(qp))
+		WRITE_ONCE(qp->sq.ctrl->tx_active, 1);
+}
+
+/* Queues the worker for a user QP's SQ, which needs no doorbell meanwhile. */
+void trdma_tx_kick_user(struct trdma_qp *qp)
+{
+	trdma_tx_set_active(qp);
+	trdma_tx_kick(qp);
+}
+
+/*
+ * Whether a user's send doorbell leaves the sending to the worker (and
+ * the provider its next doorbells, trdma_tx_set_active()) rather than
+ * transmitting in the poster's own system call: when sends were already
+ * outstanding before this doorbell's, so that the poster has completions
+ * to wait for anyway.  Then the WQEs of several posts go out together,
+ * corked, and the poster posts on while they do.  A ping-pong finds
+ * nothing outstanding and transmits at once.
+ */
+bool trdma_tx_defer(struct trdma_qp *qp, bool outstanding)
+{
+	return outstanding && READ_ONCE(trdma_tx_defer_on);
+}
+
+/*
+ * The last transmitter stops: clear tx_active, then read prod again, and
+ * take in what was posted without a doorbell meanwhile.  Process context,
+ * no locks held.
+ */
+static void trdma_tx_idle(struct trdma_qp *qp)
+{
+	if (!qp->is_user)
+		return;
+	WRITE_ONCE(qp->sq.ctrl->tx_active, 0);
+	/*
+	 * Cleared before prod is read; pairs with the provider's fence
+	 * between publishing prod and reading tx_active.
+	 */
+	smp_mb();
+	if (READ_ONCE(qp->sq.ctrl->prod) != READ_ONCE(qp->sq_intake))
+		trdma_sq_doorbell(qp);
+}
+
+/*
  * Transmits unless another transmitter holds tx_mutex; that one then
  * transmits again for us (tx_again), so nobody sleeps or spins on the
  * mutex to send.  Process context, no locks held.
@@ -1323,6 +1383,7 @@ static void trdma_tx_try(struct trdma_qp *qp)
 		if (!mutex_trylock(&qp->tx_mutex))
 			return;
 		trdma_tx_own(qp);
+		trdma_tx_set_active(qp);
 		atomic_set(&qp->tx_again, 0);
 		rv = trdma_tx_run(qp);
 		trdma_tx_disown(qp);
@@ -1332,6 +1393,7 @@ static void trdma_tx_try(struct trdma_qp *qp)
 		smp_mb();
 		/* Set since we cleared it: someone left its turn to us. */
 	} while (atomic_read(&qp->tx_again));
+	trdma_tx_idle(qp);
 }
 
 /*

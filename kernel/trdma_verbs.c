@@ -132,6 +132,8 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_DMABUF_MAPS].name = "dmabuf_maps",
 	[TRDMA_CNT_DMABUF_MOVES].name = "dmabuf_moves",
 	[TRDMA_CNT_RX_FAULT_STALLS].name = "rx_fault_stalls",
+	[TRDMA_CNT_SQ_DOORBELLS].name = "sq_doorbells",
+	[TRDMA_CNT_TX_DEFERRED].name = "tx_deferred",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

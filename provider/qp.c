@@ -5,7 +5,8 @@
  * post_send writes struct trdma_sqe slots into the SQ ring, publishes the
  * producer index with a store-release and rings the send doorbell, the
  * uverbs POST_SEND command without work requests, which makes the kernel
- * look at the ring again.  post_recv writes struct trdma_rqe slots into
+ * look at the ring again; no doorbell is needed while the ring's tx_active
+ * says a kernel transmitter will look again anyway.  post_recv writes struct trdma_rqe slots into
  * the RQ ring; the kernel takes them as messages arrive, so no system call
  * is needed, except while the QP is in the error state
  * (TRDMA_RING_F_ERROR): then the receive doorbell (POST_RECV without work
@@ -234,7 +235,9 @@ static int trdma_sqe_uc(const struct ibv_send_wr *wr)
 /*
  * Writes WRs into the SQ ring from *wrp on while they fit and encode, and
  * publishes them.  *ret is 0 or the errno value of the WR left in *wrp.
- * Returns whether anything was published.  Under sq_lock.
+ * Returns whether the kernel must be told: something was published and no
+ * kernel transmitter is active to find it (trdma_usq_needs_doorbell()).
+ * Under sq_lock.
  */
 static bool trdma_sq_fill(struct trdma_qp *qp, struct ibv_send_wr **wrp,
 			  int *ret)
@@ -269,12 +272,8 @@ static bool trdma_sq_fill(struct trdma_qp *qp, struct ibv_send_wr **wrp,
 	if (prod == sq->idx)
 		return false;
 
-	/*
-	 * kflags is of no use here: the send doorbell is rung after every
-	 * post, and the kernel flushes on it while the QP is in error.
-	 */
-	trdma_uring_publish_prod(sq, prod);
-	return true;
+	/* In error the doorbell flushes what was posted. */
+	return trdma_usq_needs_doorbell(sq, trdma_uring_publish_prod(sq, prod));
 }
 
 /*
@@ -286,7 +285,7 @@ int trdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr)
 {
 	struct trdma_qp *qp = to_tqp(ibqp);
-	bool posted = false;
+	bool ring = false;
 	int ret;
 
 	pthread_spin_lock(&qp->sq_lock);
@@ -298,13 +297,13 @@ int trdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		ret = EINVAL;
 		break;
 	default:
-		posted = trdma_sq_fill(qp, &wr, &ret);
+		ring = trdma_sq_fill(qp, &wr, &ret);
 		break;
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 
 	/* Outside the lock: other threads may go on posting meanwhile. */
-	if (posted) {
+	if (ring) {
 		struct ibv_send_wr *db_bad;
 		int db = ibv_cmd_post_send(ibqp, NULL, &db_bad);
 
@@ -744,21 +743,20 @@ static void trdma_wr_start(struct ibv_qp_ex *qpx)
 static int trdma_wr_complete(struct ibv_qp_ex *qpx)
 {
 	struct trdma_qp *qp = to_tqpx(qpx);
-	bool posted = false;
+	bool ring = false;
 	int ret;
 
 	trdma_wr_check_cur(qp);
 	ret = qp->wr_err;
-	if (!ret && qp->wr_prod != qp->sq.idx) {
-		/* kflags: see trdma_sq_fill(). */
-		trdma_uring_publish_prod(&qp->sq, qp->wr_prod);
-		posted = true;
-	}
+	if (!ret && qp->wr_prod != qp->sq.idx)
+		/* As in trdma_sq_fill(). */
+		ring = trdma_usq_needs_doorbell(&qp->sq,
+				trdma_uring_publish_prod(&qp->sq, qp->wr_prod));
 	qp->wr_cur = NULL;
 	pthread_spin_unlock(&qp->sq_lock);
 
 	/* The one doorbell, outside the lock as in trdma_post_send(). */
-	if (posted) {
+	if (ring) {
 		struct ibv_send_wr *db_bad;
 
 		ret = ibv_cmd_post_send(&qp->ibv_qp, NULL, &db_bad);

@@ -156,4 +156,18 @@ static inline uint32_t trdma_uring_publish_prod(struct trdma_uring *r,
 	return __atomic_load_n(&r->ctrl->kflags, __ATOMIC_RELAXED);
 }
 
+/*
+ * After trdma_uring_publish_prod() on a QP's SQ (its full barrier
+ * between): whether the kernel must be told, that is unless a kernel
+ * transmitter is active and will read prod again before it stops
+ * (trdma_ring_ctrl.tx_active).  A QP in error always gets its doorbell,
+ * which flushes.
+ */
+static inline bool trdma_usq_needs_doorbell(const struct trdma_uring *r,
+					    uint32_t kflags)
+{
+	return (kflags & TRDMA_RING_F_ERROR) ||
+	       !__atomic_load_n(&r->ctrl->tx_active, __ATOMIC_RELAXED);
+}
+
 #endif /* TRDMA_RING_H */

@@ -1475,4 +1475,126 @@ TEST_F(DataPathTest, SmallSendsPostedTogetherShareTcpSegments) {
   EXPECT_EQ(Counter("tcp_option_disagree") - disagree0, 0);
 }
 
+// SENDs posted one ibv_post_send() each while earlier ones are outstanding,
+// as perftest's ib_send_bw posts (one in 16 signaled; the unsignaled ones'
+// ACKs wait for a signaled one, so sends stay outstanding even over
+// loopback, where a signaled SEND's whole round trip runs inside its own
+// doorbell): with tx_defer a doorbell with sends outstanding leaves the
+// sending to the worker, whose tx_active in the SQ ring lets the provider
+// post on without doorbells, so fewer system calls than posts reach the
+// kernel (sq_doorbells); every SEND still arrives once, in order, with its
+// own bytes, and every signaled one completes, in order.
+TEST_F(DataPathTest, SendsPostedOneByOneNeedFewerDoorbells) {
+  ModuleParam defer("tx_defer", "1");
+  ASSERT_TRUE(defer.ok());
+  const int n = 128, batches = 8;
+  const uint32_t len = 64;
+  const long bells0 = Counter("sq_doorbells"),
+             deferred0 = Counter("tx_deferred");
+  for (int b = 0; b < batches; b++) {
+    for (int i = 0; i < n; i++) {
+      const int k = b * n + i;
+      for (uint32_t j = 0; j < len; j++)
+        a_.buf[k * len + j] = static_cast<uint8_t>(k * 13 + j);
+      ASSERT_EQ(PostRecv(b_, k, Sges(b_, k * len, len, 1)), 0);
+    }
+    for (int i = 0; i < n; i++) {
+      const int k = b * n + i;
+      ASSERT_EQ(PostSend(a_, k, IBV_WR_SEND, Sges(a_, k * len, len, 1), 0, 0,
+                         0, i % 16 == 15 ? IBV_SEND_SIGNALED : 0),
+                0);
+    }
+    int sends = 0, recvs = 0;
+    uint64_t next_send = b * n + 15, next_recv = b * n;
+    while (sends < n / 16 || recvs < n) {
+      ibv_wc wc = Wait(sends < n / 16 ? a_.cq : b_.cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      if (wc.opcode == IBV_WC_RECV) {
+        ASSERT_EQ(wc.wr_id, next_recv++);
+        ASSERT_EQ(wc.byte_len, len);
+        recvs++;
+      } else {
+        ASSERT_EQ(wc.opcode, IBV_WC_SEND);
+        ASSERT_EQ(wc.wr_id, next_send);
+        next_send += 16;
+        sends++;
+      }
+    }
+  }
+  ASSERT_EQ(0, memcmp(a_.buf.data(), b_.buf.data(), n * batches * len));
+  ibv_wc extra;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &extra), 0);
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &extra), 0);
+  const long bells = Counter("sq_doorbells") - bells0,
+             deferred = Counter("tx_deferred") - deferred0;
+  std::cout << "[          ] " << n * batches << " SENDs of " << len
+            << " B posted one by one: " << bells << " doorbells, "
+            << deferred << " left to the worker" << std::endl;
+  EXPECT_GT(deferred, 0);
+  EXPECT_LT(bells, n * batches * 3 / 4);
+}
+
+// Two threads post SENDs one at a time on one QP, the main thread polls:
+// whichever context transmits, a post that skipped its doorbell because a
+// transmitter was active (tx_active) is always found by it.  A lost one
+// would leave a SEND without its completion; each thread's SENDs arrive
+// in its order, each with its own bytes.
+TEST_F(DataPathTest, TwoThreadsPostingOnOneQpLoseNoSend) {
+  ModuleParam defer("tx_defer", "1");
+  ASSERT_TRUE(defer.ok());
+  constexpr int kThreads = 2, kPer = 64, kRounds = 16;
+  const uint32_t len = 64;
+  std::vector<uint8_t> &src = a_.buf;
+  for (int r = 0; r < kRounds; r++) {
+    for (int i = 0; i < kThreads * kPer; i++)
+      ASSERT_EQ(PostRecv(b_, i, Sges(b_, i * len, len, 1)), 0);
+    std::vector<int> failed(kThreads, 0);
+    std::vector<std::thread> th;
+    for (int t = 0; t < kThreads; t++)
+      th.emplace_back([&, t] {
+        for (int i = 0; i < kPer; i++) {
+          const size_t off = (t * kPer + i) * len;
+          for (uint32_t j = 0; j < len; j++)
+            src[off + j] = static_cast<uint8_t>(r * 31 + t * 7 + i + j);
+          src[off] = static_cast<uint8_t>(t);
+          src[off + 1] = static_cast<uint8_t>(i);
+          ibv_sge sg = {reinterpret_cast<uintptr_t>(src.data() + off), len,
+                        a_.mr->lkey};
+          ibv_send_wr wr = {}, *bad = nullptr;
+          wr.wr_id = (uint64_t)t << 32 | i;
+          wr.opcode = IBV_WR_SEND;
+          wr.sg_list = &sg;
+          wr.num_sge = 1;
+          wr.send_flags = IBV_SEND_SIGNALED;
+          if (ibv_post_send(a_.qp, &wr, &bad)) failed[t]++;
+        }
+      });
+    for (auto &x : th) x.join();
+    for (int t = 0; t < kThreads; t++) ASSERT_EQ(failed[t], 0);
+    std::vector<int> next_send(kThreads, 0), next_recv(kThreads, 0);
+    for (int k = 0; k < 2 * kThreads * kPer; k++) {
+      const bool send = k < kThreads * kPer;
+      ibv_wc wc = Wait(send ? a_.cq : b_.cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS)
+          << "round " << r << ": " << ibv_wc_status_str(wc.status);
+      if (send) {
+        const int t = wc.wr_id >> 32, i = wc.wr_id & 0xffffffff;
+        ASSERT_LT(t, kThreads);
+        ASSERT_EQ(i, next_send[t]++) << "round " << r << " thread " << t;
+        continue;
+      }
+      ASSERT_EQ(wc.byte_len, len);
+      const uint8_t *got = b_.buf.data() + wc.wr_id * len;
+      const int t = got[0], i = got[1];
+      ASSERT_LT(t, kThreads);
+      ASSERT_EQ(i, next_recv[t]++) << "round " << r << " thread " << t;
+      ASSERT_EQ(0, memcmp(got, src.data() + (t * kPer + i) * len, len))
+          << "round " << r << " thread " << t << " SEND " << i;
+    }
+  }
+  ibv_wc extra;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &extra), 0);
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &extra), 0);
+}
+
 }  // namespace

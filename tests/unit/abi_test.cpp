@@ -139,6 +139,8 @@ TEST(TrdmaAbi, RingCtrlLayout)
 	EXPECT_EQ(offsetof(T, prod), 0u);
 	EXPECT_EQ(offsetof(T, cons), 64u);
 	EXPECT_EQ(offsetof(T, kflags), 128u);
+	// Read with kflags after the same fence: on kflags' cache line.
+	EXPECT_EQ(offsetof(T, tx_active), 132u);
 	EXPECT_NE(offsetof(T, prod) / 64, offsetof(T, cons) / 64);
 	EXPECT_NE(offsetof(T, cons) / 64, offsetof(T, kflags) / 64);
 	EXPECT_NE(offsetof(T, prod) / 64, offsetof(T, kflags) / 64);
@@ -148,6 +150,7 @@ TEST(TrdmaAbi, RingCtrlLayout)
 		FIELD(T, cons),
 		FIELD(T, reserved1),
 		FIELD(T, kflags),
+		FIELD(T, tx_active),
 		FIELD(T, reserved2),
 	});
 	// The slots that follow start 64-byte aligned (mmap is page aligned).

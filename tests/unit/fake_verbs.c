@@ -131,7 +131,7 @@ static int fk_ring_alloc(struct fk_ring *r, uint32_t slots, uint32_t shift)
 	fk.next_off += (off_t)size;
 	/* Something the provider can only see through a good mapping. */
 	r->ctrl->reserved2[0] = 0x7464616d;
-	r->ctrl->reserved2[14] = (uint32_t)r->off;
+	r->ctrl->reserved2[13] = (uint32_t)r->off;
 	return 0;
 }
 
@@ -162,7 +162,7 @@ static bool fk_ring_seen_by(const struct trdma_uring *u, struct fk_ring *r)
 {
 	return u->map && u->map_size == r->size &&
 	       u->ctrl->reserved2[0] == 0x7464616d &&
-	       u->ctrl->reserved2[14] == (uint32_t)r->off &&
+	       u->ctrl->reserved2[13] == (uint32_t)r->off &&
 	       u->num_slots == r->num_slots && u->slot_shift == r->shift;
 }
 
@@ -1486,6 +1486,18 @@ int fk_deliver(struct ibv_qp *qp, uint32_t len, bool with_imm, uint32_t imm)
 out:
 	pthread_mutex_unlock(&fk.lock);
 	return ret;
+}
+
+void fk_set_tx_active(struct ibv_qp *qp, bool on)
+{
+	struct fk_qp *q;
+
+	pthread_mutex_lock(&fk.lock);
+	q = fk.qps[qp->handle];
+	__atomic_store_n(&q->sq.ctrl->tx_active, on, __ATOMIC_SEQ_CST);
+	if (!on)
+		fk_sq_kick(q);
+	pthread_mutex_unlock(&fk.lock);
 }
 
 uint32_t fk_sq_prod(struct ibv_qp *qp)

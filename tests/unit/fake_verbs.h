@@ -111,6 +111,13 @@ void fk_stall_sq(bool stall);
  */
 int fk_deliver(struct ibv_qp *qp, uint32_t len, bool with_imm, uint32_t imm);
 
+/*
+ * Sets or clears the SQ ring's tx_active, as the kernel does while a
+ * transmitter is at work; clearing it takes in what was posted meanwhile,
+ * as the kernel's transmitter looks at prod again before it stops.
+ */
+void fk_set_tx_active(struct ibv_qp *qp, bool on);
+
 /* The kernel's view of a QP's ring indices (from the shared control). */
 uint32_t fk_sq_prod(struct ibv_qp *qp);
 uint32_t fk_sq_cons(struct ibv_qp *qp);

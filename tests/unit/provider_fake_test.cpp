@@ -628,6 +628,49 @@ TEST_F(Provider, SendsCompleteThroughTheCqRing)
 	}
 }
 
+// While the kernel says a transmitter is at work (the SQ ring's
+// tx_active), posting rings no doorbell: the transmitter reads prod again
+// before it stops.  In the error state the doorbell is always rung, since
+// it is what flushes.
+TEST_F(Provider, NoSendDoorbellWhileTheKernelTransmits)
+{
+	ibv_cq *cq = Cq(8);
+	ibv_qp *qp = Qp(cq);
+	ibv_send_wr w[2] = { SendWr(21, nullptr, 0), SendWr(22, nullptr, 0) };
+	ibv_send_wr *bad = nullptr;
+
+	ASSERT_NE(qp, nullptr);
+	ToRts(qp);
+	fk_set_tx_active(qp, true);
+	ASSERT_EQ(fk_post_send(qp, &w[0], &bad), 0);
+	ASSERT_EQ(fk_post_send(qp, &w[1], &bad), 0);
+	EXPECT_EQ(Stats().send_doorbells, 0u);
+	EXPECT_EQ(fk_sq_prod(qp), 2u);
+	EXPECT_EQ(fk_sq_cons(qp), 0u);
+	// The transmitter stops and finds both.
+	fk_set_tx_active(qp, false);
+	EXPECT_EQ(fk_sq_cons(qp), 2u);
+	std::vector<ibv_wc> wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 2u);
+	EXPECT_EQ(wc[0].wr_id, 21u);
+	EXPECT_EQ(wc[1].wr_id, 22u);
+
+	// Idle again: one doorbell per post.
+	ASSERT_EQ(fk_post_send(qp, &w[0], &bad), 0);
+	EXPECT_EQ(Stats().send_doorbells, 1u);
+	EXPECT_EQ(Drain(cq).size(), 1u);
+
+	// In error, tx_active or not, the doorbell flushes.
+	fk_set_tx_active(qp, true);
+	ASSERT_EQ(Modify(qp, IBV_QPS_ERR), 0);
+	ASSERT_EQ(fk_post_send(qp, &w[1], &bad), 0);
+	EXPECT_EQ(Stats().send_doorbells, 2u);
+	wc = Drain(cq);
+	ASSERT_EQ(wc.size(), 1u);
+	EXPECT_EQ(wc[0].wr_id, 22u);
+	EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+}
+
 TEST_F(Provider, UnsignaledSendsCompleteSilentlyUnlessSigAll)
 {
 	ibv_cq *cq = Cq(8);

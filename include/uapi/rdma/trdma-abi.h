@@ -65,7 +65,8 @@ struct trdma_ring_ctrl {
 	__u32 cons;		/* written by the consumer only */
 	__u32 reserved1[15];
 	__u32 kflags;		/* TRDMA_RING_F_*, written by the kernel */
-	__u32 reserved2[15];
+	__u32 tx_active;	/* SQ only, written by the kernel: see below */
+	__u32 reserved2[14];
 };
 
 #define TRDMA_RING_SLOTS_OFFSET	192	/* sizeof(struct trdma_ring_ctrl) */
@@ -82,6 +83,20 @@ struct trdma_ring_ctrl {
  * so no WQE is left behind.
  */
 #define TRDMA_RING_F_ERROR	(1U << 0)
+
+/*
+ * trdma_ring_ctrl.tx_active of a QP's SQ ring (RC and UC QPs; always 0 on
+ * other rings and on kernels before it was defined, where it was
+ * reserved).  Nonzero: a kernel transmitter of this QP is running or is
+ * queued to run, and before it stops it clears tx_active, issues a full
+ * barrier and reads prod again, taking in whatever it finds there as a
+ * doorbell would.  So a provider that publishes prod, issues a full
+ * barrier and then reads tx_active nonzero (and TRDMA_RING_F_ERROR clear
+ * in kflags) needs no doorbell for what it published: either the
+ * transmitter's read of prod sees it or the provider's read sees
+ * tx_active cleared and rings the doorbell.  A provider may always ring
+ * the doorbell regardless.
+ */
 
 /* A scatter/gather element of a send or receive WQE. */
 struct trdma_sge {
