@@ -1428,12 +1428,7 @@ TEST_F(DataPathTest, SmallSendsPostedTogetherShareTcpSegments) {
   const long corked0 = Counter("tx_corked"),
              disagree0 = Counter("tcp_option_disagree");
   for (int b = 0; b < batches; b++) {
-    for (int i = 0; i < n; i++) {
-      const int k = b * n + i;
-      for (uint32_t j = 0; j < len; j++)
-        a_.buf[k * len + j] = static_cast<uint8_t>(k * 7 + j);
-      ASSERT_EQ(PostRecv(b_, k, Sges(b_, k * len, len, 1)), 0);
-    }
+    ASSERT_NO_FATAL_FAILURE(StageSmallSends(b * n, n, len, 7));
     std::vector<ibv_sge> sg(n);
     std::vector<ibv_send_wr> wr(n);
     for (int i = 0; i < n; i++) {
@@ -1450,21 +1445,7 @@ TEST_F(DataPathTest, SmallSendsPostedTogetherShareTcpSegments) {
     }
     ibv_send_wr *bad = nullptr;
     ASSERT_EQ(ibv_post_send(a_.qp, wr.data(), &bad), 0);
-    int sends = 0, recvs = 0;
-    uint64_t next_send = b * n, next_recv = b * n;
-    while (sends < n || recvs < n) {
-      ibv_wc wc = Wait(sends < n ? a_.cq : b_.cq);
-      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
-      if (wc.opcode == IBV_WC_RECV) {
-        ASSERT_EQ(wc.wr_id, next_recv++);
-        ASSERT_EQ(wc.byte_len, len);
-        recvs++;
-      } else {
-        ASSERT_EQ(wc.opcode, IBV_WC_SEND);
-        ASSERT_EQ(wc.wr_id, next_send++);
-        sends++;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectInOrder(n, b * n, 1, n, b * n, len));
   }
   ASSERT_EQ(0, memcmp(a_.buf.data(), b_.buf.data(), n * batches * len));
   const long corked = Counter("tx_corked") - corked0;
@@ -1492,34 +1473,15 @@ TEST_F(DataPathTest, SendsPostedOneByOneNeedFewerDoorbells) {
   const long bells0 = Counter("sq_doorbells"),
              deferred0 = Counter("tx_deferred");
   for (int b = 0; b < batches; b++) {
-    for (int i = 0; i < n; i++) {
-      const int k = b * n + i;
-      for (uint32_t j = 0; j < len; j++)
-        a_.buf[k * len + j] = static_cast<uint8_t>(k * 13 + j);
-      ASSERT_EQ(PostRecv(b_, k, Sges(b_, k * len, len, 1)), 0);
-    }
+    ASSERT_NO_FATAL_FAILURE(StageSmallSends(b * n, n, len, 13));
     for (int i = 0; i < n; i++) {
       const int k = b * n + i;
       ASSERT_EQ(PostSend(a_, k, IBV_WR_SEND, Sges(a_, k * len, len, 1), 0, 0,
                          0, i % 16 == 15 ? IBV_SEND_SIGNALED : 0),
                 0);
     }
-    int sends = 0, recvs = 0;
-    uint64_t next_send = b * n + 15, next_recv = b * n;
-    while (sends < n / 16 || recvs < n) {
-      ibv_wc wc = Wait(sends < n / 16 ? a_.cq : b_.cq);
-      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
-      if (wc.opcode == IBV_WC_RECV) {
-        ASSERT_EQ(wc.wr_id, next_recv++);
-        ASSERT_EQ(wc.byte_len, len);
-        recvs++;
-      } else {
-        ASSERT_EQ(wc.opcode, IBV_WC_SEND);
-        ASSERT_EQ(wc.wr_id, next_send);
-        next_send += 16;
-        sends++;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectInOrder(n / 16, b * n + 15, 16, n, b * n, len));
   }
   ASSERT_EQ(0, memcmp(a_.buf.data(), b_.buf.data(), n * batches * len));
   ibv_wc extra;

@@ -186,6 +186,40 @@ class DataPathTest : public ::testing::Test {
     EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(r.status);
   }
 
+  // Small SENDs from a_ to b_, one message of len bytes per index: writes
+  // the bytes of messages first..first+n-1 into a_'s buffer (a function
+  // of the index and seed) and posts a receive for each on b_, into the
+  // same offset of b_'s buffer.
+  void StageSmallSends(int first, int n, uint32_t len, int seed) {
+    for (int i = 0; i < n; i++) {
+      const int k = first + i;
+      for (uint32_t j = 0; j < len; j++)
+        a_.buf[k * len + j] = static_cast<uint8_t>(k * seed + j);
+      ASSERT_EQ(PostRecv(b_, k, Sges(b_, k * len, len, 1)), 0);
+    }
+  }
+
+  // Waits for `recvs` receives of len bytes on b_, wr_ids first_recv on,
+  // and for `sends` SEND completions on a_, wr_ids first_send, first_send
+  // + step, ...: each successful and in order.
+  void ExpectInOrder(int sends, uint64_t first_send, uint64_t step, int recvs,
+                     uint64_t first_recv, uint32_t len) {
+    int s = 0, r = 0;
+    while (s < sends || r < recvs) {
+      ibv_wc wc = Wait(s < sends ? a_.cq : b_.cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      if (wc.opcode == IBV_WC_RECV) {
+        ASSERT_EQ(wc.wr_id, first_recv + r);
+        ASSERT_EQ(wc.byte_len, len);
+        r++;
+      } else {
+        ASSERT_EQ(wc.opcode, IBV_WC_SEND);
+        ASSERT_EQ(wc.wr_id, first_send + s * step);
+        s++;
+      }
+    }
+  }
+
   // Waits for one completion on cq (10 s).
   ibv_wc Wait(ibv_cq *cq) {
     ibv_wc wc = {};
