@@ -44,15 +44,14 @@
 #include <string>
 #include <vector>
 
+#include "tls_client.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool Fail(const char *what)
-{
-	fprintf(stderr, "tcp_forge: %s\n", what);
-	return false;
-}
+using trdma_tls_lab::Fail;
+using trdma_tls_lab::State;
 
 struct Dev {
 	ibv_context *ctx = nullptr;
@@ -74,14 +73,7 @@ struct Qp {
 
 bool Open(Dev &d, const char *name, int gidx)
 {
-	int n = 0;
-	ibv_device **list = ibv_get_device_list(&n);
-
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			d.ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
+	d.ctx = trdma_tls_lab::OpenDevice(name);
 	if (!d.ctx)
 		return Fail("no such device");
 	d.gidx = gidx;
@@ -99,62 +91,16 @@ bool Make(Qp &q, Dev &d)
 				 IBV_ACCESS_LOCAL_WRITE) : nullptr;
 	if (!q.mr)
 		return Fail("cq or mr");
-	ibv_qp_init_attr ia = {};
-	ia.send_cq = ia.recv_cq = q.cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 64;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	q.qp = ibv_create_qp(d.pd, &ia);
-	if (!q.qp)
-		return Fail("ibv_create_qp");
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-	return !ibv_modify_qp(q.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || Fail("INIT");
+	q.qp = trdma_tls_lab::CreateRcQp(d.pd, q.cq, 64);
+	return q.qp != nullptr;
 }
 
-// q to RTR and RTS towards peer: rq_psn rq, sq_psn sq.
+// q to RTR and RTS towards peer: rq_psn rq, sq_psn sq; 491.52 ms between
+// RNR retries, so that they stay quiet.
 bool Connect(Qp &q, const Qp &peer, uint32_t rq, uint32_t sq)
 {
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer.qp->qp_num;
-	a.rq_psn = rq;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 31;	/* 491.52 ms: quiet between RNR retries */
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer.dev->gid;
-	a.ah_attr.grh.sgid_index = q.dev->gidx;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(q.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return Fail("RTR");
-	a = {};
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 18;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = sq;
-	a.max_rd_atomic = 1;
-	return !ibv_modify_qp(q.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) ||
-	       Fail("RTS");
-}
-
-ibv_qp_state State(ibv_qp *qp)
-{
-	ibv_qp_attr a = {};
-	ibv_qp_init_attr ia = {};
-
-	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
-		return IBV_QPS_UNKNOWN;
-	return a.qp_state;
+	return trdma_tls_lab::ConnectRc(q.qp, q.dev->gidx, peer.qp->qp_num,
+					peer.dev->gid, rq, sq, 31);
 }
 
 // wr_id: 1000 + slot for RECVs, 2000 + slot for SENDs.
@@ -432,6 +378,7 @@ bool Forge(int fd, int ifindex, const Flow &f, bool fin, std::mt19937 &rnd)
 
 int main(int argc, char **argv)
 {
+	trdma_tls_lab::g_prog = "tcp_forge";
 	if (argc != 8 || (strcmp(argv[6], "rst") && strcmp(argv[6], "fin")) ||
 	    (strcmp(argv[7], "die") && strcmp(argv[7], "live"))) {
 		fprintf(stderr, "usage: %s DEV_A GIDX_A DEV_B GIDX_B IFACE rst|fin die|live\n",

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// What the lab's raw clients of encrypted links (tls_impostor.cc,
-// tls_rearm.cc; driven by tests/lab/run-tls) share: a QP on a device of
-// their own set up and connected, SENDs checked byte for byte, reading a
+// What the lab's raw clients of keyed and encrypted links (tls_impostor.cc,
+// tls_rearm.cc, tcp_forge.cc; driven by tests/lab/run-tls) share: RC QPs
+// set up and connected (one per device for the TLS clients, Side), SENDs checked byte for byte, reading a
 // socket with a deadline, and TCP-MD5 under the link key as the kernel
 // signs a keyed device's connections (trdma_key.c).  Each program sets
 // g_prog, the name its messages carry.
@@ -44,16 +44,87 @@ inline bool Fail(const char *what)
 	return false;
 }
 
-inline bool Open(Side &s, const char *name, int gidx)
+// The device named name, opened; nullptr if there is none.
+inline ibv_context *OpenDevice(const char *name)
 {
 	int n = 0;
 	ibv_device **list = ibv_get_device_list(&n);
+	ibv_context *ctx = nullptr;
 
 	for (int i = 0; list && i < n; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), name))
-			s.ctx = ibv_open_device(list[i]);
+			ctx = ibv_open_device(list[i]);
 	if (list)
 		ibv_free_device_list(list);
+	return ctx;
+}
+
+// An RC QP on pd and cq, depth WRs each way of one SGE, moved to INIT
+// (local write only); nullptr, said, if that fails.
+inline ibv_qp *CreateRcQp(ibv_pd *pd, ibv_cq *cq, uint32_t depth)
+{
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = depth;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ibv_qp *qp = ibv_create_qp(pd, &ia);
+	if (!qp) {
+		Fail("ibv_create_qp");
+		return nullptr;
+	}
+	ibv_qp_attr a = {};
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		Fail("INIT");
+		ibv_destroy_qp(qp);
+		return nullptr;
+	}
+	return qp;
+}
+
+// qp (its source GID at sgid_index) to RTR and RTS towards QP dest_qpn at
+// dgid: rq_psn rq, sq_psn sq, the given RNR timer.
+inline bool ConnectRc(ibv_qp *qp, int sgid_index, uint32_t dest_qpn,
+		      const ibv_gid &dgid, uint32_t rq, uint32_t sq,
+		      uint8_t min_rnr_timer)
+{
+	ibv_qp_attr a = {};
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest_qpn;
+	a.rq_psn = rq;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = min_rnr_timer;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = dgid;
+	a.ah_attr.grh.sgid_index = sgid_index;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return Fail("RTR");
+	a = {};
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 18;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = sq;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			  IBV_QP_MAX_QP_RD_ATOMIC))
+		return Fail("RTS");
+	return true;
+}
+
+inline bool Open(Side &s, const char *name, int gidx)
+{
+	s.ctx = OpenDevice(name);
 	if (!s.ctx)
 		return Fail("no such device");
 	s.gidx = gidx;
@@ -65,55 +136,14 @@ inline bool Open(Side &s, const char *name, int gidx)
 				 IBV_ACCESS_LOCAL_WRITE) : nullptr;
 	if (!s.mr)
 		return Fail("pd, cq or mr");
-	ibv_qp_init_attr ia = {};
-	ia.send_cq = ia.recv_cq = s.cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	s.qp = ibv_create_qp(s.pd, &ia);
-	if (!s.qp)
-		return Fail("ibv_create_qp");
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-	if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return Fail("INIT");
-	return true;
+	s.qp = CreateRcQp(s.pd, s.cq, 4);
+	return s.qp != nullptr;
 }
 
 // s to RTR and RTS towards peer: rq_psn rq, sq_psn sq.
 inline bool Connect(Side &s, const Side &peer, uint32_t rq, uint32_t sq)
 {
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer.qp->qp_num;
-	a.rq_psn = rq;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer.gid;
-	a.ah_attr.grh.sgid_index = s.gidx;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return Fail("RTR");
-	a = {};
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 18;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = sq;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
-		return Fail("RTS");
-	return true;
+	return ConnectRc(s.qp, s.gidx, peer.qp->qp_num, peer.gid, rq, sq, 12);
 }
 
 inline ibv_qp_state State(ibv_qp *qp)
