@@ -80,6 +80,14 @@ pair() {
 	fi
 }
 
+# The figures of the last pair's client: perftest's result line, columns
+# 3-6 (bandwidth tests: peak MB/s, average MB/s, Mpps; latency tests: min,
+# max, typical, average us).
+pair_figures() {
+	grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/pair-client.log | tail -1 |
+		awk '{print $3, $4, $5, $6}'
+}
+
 # counter NAME [DEV]: the value `rdma statistic` shows for the device's port.
 counter() {
 	rdma statistic show link "${2:-$dev}/1" | tr ' ' '\n' |
