@@ -123,6 +123,7 @@ enum trdma_counter {
 	TRDMA_CNT_RX_FAULT_STALLS,
 	TRDMA_CNT_SQ_DOORBELLS,
 	TRDMA_CNT_TX_DEFERRED,
+	TRDMA_CNT_TX_FROM_TIMER,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -683,7 +684,10 @@ struct trdma_qp {
 	 * bit a few microseconds at most and never while it holds the socket.
 	 * A transmitter that finds tx_mutex taken sets tx_again and leaves:
 	 * whoever holds the mutex transmits again (or kicks tx_work) once it
-	 * lets go, so no one waits on the mutex to transmit.
+	 * lets go, so no one waits on the mutex to transmit; an ACK owed in
+	 * softirq that cannot go from there is left the same way
+	 * (trdma_tx_kick_lazy()).  The ACK hold's timer sends like the
+	 * receive path, taking the socket's spinlock itself.
 	 */
 	struct mutex tx_mutex;		/* see above */
 	unsigned long tx_flags;		/* TRDMA_TX_OWNED, TRDMA_TX_FRAG */

@@ -28,7 +28,27 @@ void trdma_tx_kick(struct trdma_qp *qp)
 	queue_work(trdma_wq, &qp->tx_work);
 }
 
+/*
+ * Like trdma_tx_kick(), but where a transmitter holds tx_mutex the work
+ * is left to it: it transmits again before it lets go (trdma_tx_try()
+ * and trdma_tx_unlock() look at tx_again after unlocking).  For an ACK
+ * owed while the QP's process transmits (the answer read from its
+ * socket's backlog at release_sock, or on another CPU while it finishes
+ * its segment): waking the worker from softirq there also sets
+ * need_resched on a CPU where a process polls for that answer, and the
+ * softirqs still pending then go to ksoftirqd.  Any context.
+ */
+static void trdma_tx_kick_lazy(struct trdma_qp *qp)
+{
+	atomic_set(&qp->tx_again, 1);
+	/* Set before the mutex is looked at; pairs with trdma_tx_try()'s. */
+	smp_mb();
+	if (!mutex_is_locked(&qp->tx_mutex))
+		trdma_tx_kick(qp);
+}
+
 static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk);
+static bool trdma_tx_ack_from_timer(struct trdma_qp *qp);
 
 static uint trdma_ack_delay_us = 500;
 module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
@@ -110,7 +130,7 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (!hold) {
 		if (!sk || !trdma_tx_ack_from_rx(qp, sk))
-			trdma_tx_kick(qp);
+			trdma_tx_kick_lazy(qp);
 		return;
 	}
 	/* A shorter hold than the one running (a coalesced ACK's) wins. */
@@ -137,10 +157,17 @@ static void trdma_tx_ack_sample(struct trdma_qp *qp)
 	qp->ack_turn_ns = (3 * (u64)qp->ack_turn_ns + t) / 4;
 }
 
-/* No request carried the held ACK in time: send it alone. */
+/*
+ * No request carried the held ACK in time: send it alone, from here
+ * (softirq) where the socket is free, else by the transmitter at work or
+ * the worker.
+ */
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t)
 {
-	trdma_tx_kick(container_of(t, struct trdma_qp, ack_timer));
+	struct trdma_qp *qp = container_of(t, struct trdma_qp, ack_timer);
+
+	if (!trdma_tx_ack_from_timer(qp))
+		trdma_tx_kick_lazy(qp);
 	return HRTIMER_NORESTART;
 }
 
@@ -1198,10 +1225,12 @@ static bool trdma_tx_own_from_rx(struct trdma_qp *qp, struct sock *sk)
 }
 
 /*
- * Pushes qp->seg from the receive path, owning; true when all of it went
- * (else the worker sends the rest).
+ * Pushes qp->seg from softirq (the receive path, the ACK hold's timer),
+ * owning, with the socket's spinlock; cnt counts it.  True when all of it
+ * went (else the worker sends the rest).
  */
-static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
+static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk,
+				  enum trdma_counter cnt)
 {
 	gfp_t gfp = sk->sk_allocation;
 	int rv;
@@ -1217,25 +1246,23 @@ static bool trdma_tx_push_from_rx(struct trdma_qp *qp, struct sock *sk)
 	if (rv)
 		return false;
 	trdma_tx_seg_sent(qp, false);
-	trdma_count(qp->tdev, TRDMA_CNT_TX_FROM_RX, 1);
+	trdma_count(qp->tdev, cnt, 1);
 	trdma_frag_note(qp, sk);
 	return true;
 }
 
 /*
- * Sends the owed ACK from the receive path (trdma_tx_own_from_rx()).
- * Saves waking the worker (two context switches, and on an idle CPU a
- * wake-up) per ACK of a one-way stream.  A NAK that closes the connection
- * is left to the worker.  False when the ACK is not all out: then the
- * worker sends what is left.
+ * Sends the owed ACK in softirq, owning the transmitter and holding the
+ * socket's spinlock (no process owning the socket); cnt counts it.  A NAK
+ * that closes the connection is left to the worker.  False when the ACK
+ * is not all out: then the worker sends what is left.
  */
-static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
+static bool trdma_tx_ack_owned(struct trdma_qp *qp, struct sock *sk,
+			       enum trdma_counter cnt)
 {
 	unsigned long flags;
 	bool owed, built = false, done = false;
 
-	if (!trdma_tx_own_from_rx(qp, sk))
-		return false;
 	spin_lock_irqsave(&qp->lock, flags);
 	owed = qp->ack_pending;
 	if (owed && !qp->close_after_nak && trdma_state_connected(qp->state)) {
@@ -1244,9 +1271,53 @@ static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (built)
-		done = trdma_tx_push_from_rx(qp, sk);
-	trdma_tx_disown(qp);
+		done = trdma_tx_push_from_rx(qp, sk, cnt);
 	return done || !owed;
+}
+
+/*
+ * Sends the owed ACK from the receive path (trdma_tx_own_from_rx()).
+ * Saves waking the worker (two context switches, and on an idle CPU a
+ * wake-up) per ACK of a one-way stream.
+ */
+static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
+{
+	bool done;
+
+	if (!trdma_tx_own_from_rx(qp, sk))
+		return false;
+	done = trdma_tx_ack_owned(qp, sk, TRDMA_CNT_TX_FROM_RX);
+	trdma_tx_disown(qp);
+	return done;
+}
+
+/*
+ * Sends the held ACK from its timer (softirq, trdma_tx_ack_timer()), as
+ * the receive path does: owning the transmitter, which keeps qp->sock
+ * attached (attach and detach own it too), then the socket's spinlock,
+ * where no process owns the socket, as TCP's own timers do.  Saves the
+ * worker's wake-up, which in a ping-pong preempts the process polling for
+ * the answer on this CPU (the timer runs where the request was received,
+ * over loopback the requester's CPU).  False when the worker must.
+ */
+static bool trdma_tx_ack_from_timer(struct trdma_qp *qp)
+{
+	bool done = false;
+	struct sock *sk;
+
+	if (test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
+		return false;
+	/* kTLS sends under the socket lock only, as for the receive path. */
+	if (qp->sock && !qp->tls && qp->seg.kind == TRDMA_SEG_NONE) {
+		sk = qp->sock->sk;
+		bh_lock_sock(sk);
+		if (!sock_owned_by_user(sk))
+			done = trdma_tx_ack_owned(qp, sk,
+						  TRDMA_CNT_TX_FROM_TIMER);
+		bh_unlock_sock(sk);
+	}
+	trdma_tx_disown(qp);
+	return done;
 }
 
 /*
@@ -1276,7 +1347,7 @@ static bool trdma_tx_resp_from_rx(struct trdma_qp *qp, struct sock *sk)
 		spin_unlock_irqrestore(&qp->lock, flags);
 		/* Only the receive path, which is us, adds responses. */
 		if (!small || !trdma_tx_next_seg(qp) ||
-		    !trdma_tx_push_from_rx(qp, sk))
+		    !trdma_tx_push_from_rx(qp, sk, TRDMA_CNT_TX_FROM_RX))
 			break;
 	}
 	trdma_tx_disown(qp);

@@ -134,6 +134,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_RX_FAULT_STALLS].name = "rx_fault_stalls",
 	[TRDMA_CNT_SQ_DOORBELLS].name = "sq_doorbells",
 	[TRDMA_CNT_TX_DEFERRED].name = "tx_deferred",
+	[TRDMA_CNT_TX_FROM_TIMER].name = "tx_from_timer",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -355,6 +355,44 @@ TEST_F(DataPathTest, SmallAnswersGoFromTheReceivePath) {
   EXPECT_LE(sends, sent);
 }
 
+// An ACK held for a request to carry (ack_delay_us) that no request
+// carries goes when its hold ends, from the hold's timer itself (softirq,
+// counted in tx_from_timer), not by waking the QP's worker.  Each round B
+// sends first, then answers A's SEND with nothing: B sent a request
+// lately, so it holds the ACK it owes A, and the hold ends with A waiting.
+TEST_F(DataPathTest, HeldAcksGoFromTheTimer) {
+  ModuleParam delay("ack_delay_us", "4000");  // as in PingPongCarriesTheAcks
+  ASSERT_TRUE(delay.ok());
+  const int n = 100;
+  // Polls cq until it has `r` receives and `s` sends more.
+  auto until = [&](ibv_cq *cq, int r, int s) {
+    while (r > 0 || s > 0) {
+      ibv_wc wc = Wait(cq);
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      (wc.opcode == IBV_WC_RECV ? r : s)--;
+    }
+  };
+  const long timer = Counter("tx_from_timer"), alone = Counter("acks_sent");
+  ASSERT_GE(timer, 0);
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(PostRecv(a_, i, Sges(a_, 64, 64, 1)), 0);
+    ASSERT_EQ(PostRecv(b_, i, Sges(b_, 0, 64, 1)), 0);
+    ASSERT_EQ(PostSend(b_, i, IBV_WR_SEND, Sges(b_, 128, 8, 1)), 0);
+    ASSERT_NO_FATAL_FAILURE(until(a_.cq, 1, 0));
+    // B holds its ACK of this one: only B's timer sends it.
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
+    ASSERT_NO_FATAL_FAILURE(until(a_.cq, 0, 1));
+    ASSERT_NO_FATAL_FAILURE(until(b_.cq, 1, 1));
+  }
+  const long t = Counter("tx_from_timer") - timer,
+             a = Counter("acks_sent") - alone;
+  std::cout << "[          ] " << n << " rounds: " << a
+            << " ACKs sent alone, " << t << " by the timer" << std::endl;
+  EXPECT_GE(a, n);  // every one of B's, and A's when it holds none
+  EXPECT_LE(t, a);
+  EXPECT_GE(t, n * 3 / 4);
+}
+
 TEST_F(DataPathTest, WriteWithImmConsumesAReceive) {
   Fill(a_.buf, 0, 5000, 7);
   ASSERT_EQ(PostRecv(b_, 9, {}), 0);  // a receive without SGEs
