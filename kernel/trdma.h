@@ -8,6 +8,7 @@
 #define _TRDMA_H
 
 #include <linux/hrtimer.h>
+#include <linux/interrupt.h>
 #include <linux/list.h>
 #include <linux/netdevice.h>
 #include <linux/spinlock.h>
@@ -721,15 +722,18 @@ struct trdma_qp {
 	u8 ack_syndrome;
 	u32 ack_msn;
 	/*
-	 * An owed ACK held for a request to carry (trdma_tx_ack_soon): when
-	 * the last request went out (jiffies; lock-free), the timer that
-	 * sends the ACK alone if none does, when the ACK now owed became
-	 * owed (ns, 0 if none or not counted; under lock) and the running
-	 * average of the time from then to the next request (ns; under
-	 * lock): the hold is twice that.
+	 * An owed ACK held for a request to carry (trdma_tx_ack_soon): the
+	 * running average of the time from when an ACK became owed to the
+	 * next request (ns; under lock; the hold is twice that), when the
+	 * last request went out (jiffies; lock-free), the timer that sends
+	 * the ACK alone if none does (a hard one: it only schedules
+	 * ack_tasklet, which sends), and when the ACK now owed became owed
+	 * (ns, 0 if none or not counted; under lock).
 	 */
+	u32 ack_turn_ns;
 	unsigned long last_req_tx;
 	struct hrtimer ack_timer;
+	struct tasklet_struct ack_tasklet;
 	u64 ack_owed_ns;
 	/*
 	 * When the transmitter last went idle (jiffies; lock-free), and the
@@ -737,7 +741,6 @@ struct trdma_qp {
 	 */
 	unsigned long tx_idle_at;
 	struct list_head frag_node;
-	u32 ack_turn_ns;
 	/*
 	 * One slot more than the READs a peer may have outstanding: over
 	 * loopback the next request can arrive while the last response is
@@ -1049,6 +1052,7 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk);
 void trdma_tx_ack_forget_unasked(struct trdma_qp *qp);
 void trdma_tx_resp_soon(struct trdma_qp *qp, struct sock *sk);
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t);
+void trdma_tx_ack_tasklet(struct tasklet_struct *t);
 void trdma_tx_lock(struct trdma_qp *qp);
 void trdma_frag_note(struct trdma_qp *qp, struct sock *sk);
 void trdma_frag_forget(struct trdma_qp *qp);

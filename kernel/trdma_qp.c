@@ -767,8 +767,9 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	INIT_WORK(&qp->rx_stall_work, trdma_rx_stall_work);
 	INIT_DELAYED_WORK(&qp->peer_gone_work, trdma_qp_peer_gone_work);
 	INIT_DELAYED_WORK(&qp->rnr_work, trdma_tx_rnr_work);
-	hrtimer_init(&qp->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	hrtimer_init(&qp->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
 	qp->ack_timer.function = trdma_tx_ack_timer;
+	tasklet_setup(&qp->ack_tasklet, trdma_tx_ack_tasklet);
 	qp->last_req_tx = jiffies - HZ;
 	qp->ack_turn_ns = TRDMA_ACK_TURN_INIT_NS;
 	qp->state = IB_QPS_RESET;
@@ -893,6 +894,8 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	cancel_delayed_work_sync(&qp->peer_gone_work);
 	cancel_delayed_work_sync(&qp->rnr_work);
 	hrtimer_cancel(&qp->ack_timer);
+	/* Only the timer schedules it. */
+	tasklet_kill(&qp->ack_tasklet);
 	cancel_work_sync(&qp->tx_work);
 	trdma_frag_forget(qp);
 	trdma_qp_put(qp);

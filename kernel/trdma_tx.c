@@ -135,7 +135,7 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 	}
 	/* A shorter hold than the one running (a coalesced ACK's) wins. */
 	if (!hrtimer_active(t) || ktime_to_ns(hrtimer_get_remaining(t)) > hold)
-		hrtimer_start(t, ns_to_ktime(hold), HRTIMER_MODE_REL_SOFT);
+		hrtimer_start(t, ns_to_ktime(hold), HRTIMER_MODE_REL_HARD);
 }
 
 /*
@@ -158,17 +158,34 @@ static void trdma_tx_ack_sample(struct trdma_qp *qp)
 }
 
 /*
- * No request carried the held ACK in time: send it alone, from here
- * (softirq) where the socket is free, else by the transmitter at work or
- * the worker.
+ * The hold ended (hard interrupt): if no request carried the ACK, it goes
+ * alone, from ack_tasklet.  A hard timer, because the transmitter that
+ * cancels it usually runs on another CPU than the receive path that armed
+ * it (over loopback, the requester's): such a cancel leaves the expiry
+ * programmed there, and where a soft timer's interrupt then also ran the
+ * timer softirq for nothing, in a ping-pong for most messages, a hard
+ * one's finds nothing to run and ends.
  */
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t)
 {
 	struct trdma_qp *qp = container_of(t, struct trdma_qp, ack_timer);
 
+	/* A peek: the tasklet looks again under qp->lock. */
+	if (READ_ONCE(qp->ack_pending))
+		tasklet_schedule(&qp->ack_tasklet);
+	return HRTIMER_NORESTART;
+}
+
+/*
+ * Sends the held ACK that no request carried: from here (softirq) where
+ * the socket is free, else by the transmitter at work or the worker.
+ */
+void trdma_tx_ack_tasklet(struct tasklet_struct *t)
+{
+	struct trdma_qp *qp = from_tasklet(qp, t, ack_tasklet);
+
 	if (!trdma_tx_ack_from_timer(qp))
 		trdma_tx_kick_lazy(qp);
-	return HRTIMER_NORESTART;
 }
 
 static bool trdma_is_atomic(u8 opcode)
@@ -1292,7 +1309,7 @@ static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
 }
 
 /*
- * Sends the held ACK from its timer (softirq, trdma_tx_ack_timer()), as
+ * Sends the held ACK from its timer's tasklet (softirq), as
  * the receive path does: owning the transmitter, which keeps qp->sock
  * attached (attach and detach own it too), then the socket's spinlock,
  * where no process owns the socket, as TCP's own timers do.  Saves the
