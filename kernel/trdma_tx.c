@@ -116,10 +116,19 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	if (coalesce && qp->ack_pending && !qp->ack_req) {
+	/*
+	 * Sent meanwhile (the transmitter takes an owed ACK whenever it
+	 * runs): nothing to do.  Kicking the worker here would have it send
+	 * the next message's ACK at once, and that one's receive path kick
+	 * it again: a one-way stream then costs an ACK per message.
+	 */
+	if (!qp->ack_pending) {
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return;
+	}
+	if (coalesce && !qp->ack_req) {
 		hold = coalesce;
-	} else if (max && qp->ack_pending &&
-		   qp->ack_syndrome == TRDMA_AETH_ACK &&
+	} else if (max && qp->ack_syndrome == TRDMA_AETH_ACK &&
 	    !qp->close_after_nak &&
 	    !time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
 		if (!qp->ack_owed_ns)
