@@ -687,8 +687,8 @@ struct trdma_qp {
 	 * whoever holds the mutex transmits again (or kicks tx_work) once it
 	 * lets go, so no one waits on the mutex to transmit; an ACK owed in
 	 * softirq that cannot go from there is left the same way
-	 * (trdma_tx_kick_lazy()).  The ACK hold's timer sends like the
-	 * receive path, taking the socket's spinlock itself.
+	 * (trdma_tx_kick_lazy()).  The ACK hold's tasklet sends like the
+	 * receive path, trying the socket's spinlock itself.
 	 */
 	struct mutex tx_mutex;		/* see above */
 	unsigned long tx_flags;		/* TRDMA_TX_OWNED, TRDMA_TX_FRAG */

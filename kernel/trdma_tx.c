@@ -142,8 +142,13 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 			trdma_tx_kick_lazy(qp);
 		return;
 	}
-	/* A shorter hold than the one running (a coalesced ACK's) wins. */
-	if (!hrtimer_active(t) || ktime_to_ns(hrtimer_get_remaining(t)) > hold)
+	/*
+	 * A shorter hold than the one queued (a coalesced ACK's) wins.  Not
+	 * hrtimer_active(): that is true too while the callback runs, which
+	 * may have found no ACK owed just before this one became owed.
+	 */
+	if (!hrtimer_is_queued(t) ||
+	    ktime_to_ns(hrtimer_get_remaining(t)) > hold)
 		hrtimer_start(t, ns_to_ktime(hold), HRTIMER_MODE_REL_HARD);
 }
 
@@ -1217,8 +1222,8 @@ static void trdma_tx_failed(struct trdma_qp *qp, int rv)
 
 /*
  * Becomes the QP's transmitter (trdma_qp.tx_flags): process context with
- * tx_mutex held, so the only other owner there can be is the receive path
- * sending one ACK in softirq.
+ * tx_mutex held, so the only other owner there can be is softirq sending
+ * one ACK (the receive path, the ACK hold's tasklet).
  */
 static void trdma_tx_own(struct trdma_qp *qp)
 {
@@ -1317,11 +1322,26 @@ static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
 	return done;
 }
 
+/* The socket's spinlock, tried (softirq, BHs off): then the ACK. */
+static bool trdma_tx_ack_try_sock(struct trdma_qp *qp, struct sock *sk)
+{
+	bool done = false;
+
+	if (!spin_trylock(&sk->sk_lock.slock))
+		return false;
+	if (!sock_owned_by_user(sk))
+		done = trdma_tx_ack_owned(qp, sk, TRDMA_CNT_TX_FROM_TIMER);
+	bh_unlock_sock(sk);
+	return done;
+}
+
 /*
  * Sends the held ACK from its timer's tasklet (softirq), as
  * the receive path does: owning the transmitter, which keeps qp->sock
- * attached (attach and detach own it too), then the socket's spinlock,
- * where no process owns the socket, as TCP's own timers do.  Saves the
+ * attached (attach and detach own it too), then trying the socket's
+ * spinlock (softirq only tries: a process may spin for the transmitter
+ * bit meanwhile, trdma_tx_own()), where no process owns the socket, as
+ * TCP's own timers do.  Saves the
  * worker's wake-up, which in a ping-pong preempts the process polling for
  * the answer on this CPU (the timer runs where the request was received,
  * over loopback the requester's CPU).  False when the worker must.
@@ -1329,19 +1349,12 @@ static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk)
 static bool trdma_tx_ack_from_timer(struct trdma_qp *qp)
 {
 	bool done = false;
-	struct sock *sk;
 
 	if (test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
 		return false;
 	/* kTLS sends under the socket lock only, as for the receive path. */
-	if (qp->sock && !qp->tls && qp->seg.kind == TRDMA_SEG_NONE) {
-		sk = qp->sock->sk;
-		bh_lock_sock(sk);
-		if (!sock_owned_by_user(sk))
-			done = trdma_tx_ack_owned(qp, sk,
-						  TRDMA_CNT_TX_FROM_TIMER);
-		bh_unlock_sock(sk);
-	}
+	if (qp->sock && !qp->tls && qp->seg.kind == TRDMA_SEG_NONE)
+		done = trdma_tx_ack_try_sock(qp, qp->sock->sk);
 	trdma_tx_disown(qp);
 	return done;
 }
