@@ -1256,7 +1256,7 @@ static bool trdma_tx_own_from_rx(struct trdma_qp *qp, struct sock *sk)
 }
 
 /*
- * Pushes qp->seg from softirq (the receive path, the ACK hold's timer),
+ * Pushes qp->seg from softirq (the receive path, the ACK hold's tasklet),
  * owning, with the socket's spinlock; cnt counts it.  True when all of it
  * went (else the worker sends the rest).
  */
@@ -1336,15 +1336,15 @@ static bool trdma_tx_ack_try_sock(struct trdma_qp *qp, struct sock *sk)
 }
 
 /*
- * Sends the held ACK from its timer's tasklet (softirq), as
- * the receive path does: owning the transmitter, which keeps qp->sock
- * attached (attach and detach own it too), then trying the socket's
- * spinlock (softirq only tries: a process may spin for the transmitter
- * bit meanwhile, trdma_tx_own()), where no process owns the socket, as
- * TCP's own timers do.  Saves the
- * worker's wake-up, which in a ping-pong preempts the process polling for
- * the answer on this CPU (the timer runs where the request was received,
- * over loopback the requester's CPU).  False when the worker must.
+ * Sends the held ACK from its timer's tasklet (softirq), as the receive
+ * path does: owning the transmitter, which keeps qp->sock attached (attach
+ * and detach own it too), then trying the socket's spinlock (softirq only
+ * tries: a process may spin for the transmitter bit meanwhile,
+ * trdma_tx_own()), where no process owns the socket, as TCP's own timers
+ * do.  Saves the worker's wake-up, which in a ping-pong preempts the
+ * process polling for the answer on this CPU (the timer runs where the
+ * request was received, over loopback the requester's CPU).  False when
+ * the worker must.
  */
 static bool trdma_tx_ack_from_timer(struct trdma_qp *qp)
 {
