@@ -480,6 +480,8 @@ static void trdma_closing_work(struct work_struct *work)
 		spin_lock_bh(&trdma_closing_lock);
 		list_del(&c->list);
 		spin_unlock_bh(&trdma_closing_lock);
+		/* A requeue by trdma_closing_flush() while this ran. */
+		cancel_delayed_work(&c->work);
 		goto release;
 	}
 

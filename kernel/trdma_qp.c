@@ -890,7 +890,11 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	xa_erase_bh(&qp->tdev->qp_xa, ibqp->qp_num);
 	if (!trdma_qp_is_ud(qp))
 		trdma_cm_qp_destroy(qp);
-	/* Detached: no callback arms it again; in ERR it does nothing. */
+	/*
+	 * Detached: no socket callback queues these or arms the timer again.
+	 * peer_gone_work may still have queued fatal_work (with a reference)
+	 * since trdma_cm_qp_destroy() flushed it.
+	 */
 	cancel_delayed_work_sync(&qp->peer_gone_work);
 	cancel_delayed_work_sync(&qp->rnr_work);
 	hrtimer_cancel(&qp->ack_timer);
@@ -900,6 +904,13 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	trdma_frag_forget(qp);
 	trdma_qp_put(qp);
 	wait_for_completion(&qp->freed);
+	/*
+	 * A reference holder that ended meanwhile (fatal_work's detach, the
+	 * idle-fragment release) may have queued the worker on its way out:
+	 * trdma_tx_unlock() does where a kick cancelled above left tx_again
+	 * set.  Nobody is left to queue it now; it must not outlive the QP.
+	 */
+	cancel_work_sync(&qp->tx_work);
 
 	rdma_destroy_ah_attr(&qp->attr.ah_attr);
 	trdma_ring_free(&qp->rq);

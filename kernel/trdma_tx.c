@@ -1238,20 +1238,38 @@ static void trdma_tx_disown(struct trdma_qp *qp)
 }
 
 /*
+ * Becomes the QP's transmitter in softirq, for one ACK or small response:
+ * only when no one else transmits, a connection is attached (owning keeps
+ * it so: attach and detach own too) and no segment is half out.  Returns
+ * that connection's socket, NULL when not owning.
+ */
+static struct sock *trdma_tx_own_softirq(struct trdma_qp *qp)
+{
+	/* kTLS sends under the socket lock only: never from softirq. */
+	if (qp->tls || test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
+		return NULL;
+	if (qp->sock && qp->seg.kind == TRDMA_SEG_NONE)
+		return qp->sock->sk;
+	trdma_tx_disown(qp);
+	return NULL;
+}
+
+/*
  * Becomes the QP's transmitter from the receive path: softirq, in the
  * socket sk's sk_data_ready or sk_state_change with its spinlock held and
- * no process owning it, where TCP sends its own ACKs from.  Only when no
- * one else transmits and no segment is half out.
+ * no process owning it, where TCP sends its own ACKs from.
  */
 static bool trdma_tx_own_from_rx(struct trdma_qp *qp, struct sock *sk)
 {
-	/* kTLS sends under the socket lock only: never from softirq. */
-	if (qp->tls || sock_owned_by_user(sk) ||
-	    test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
+	struct sock *owned;
+
+	if (sock_owned_by_user(sk))
 		return false;
-	if (qp->sock && qp->sock->sk == sk && qp->seg.kind == TRDMA_SEG_NONE)
+	owned = trdma_tx_own_softirq(qp);
+	if (owned == sk)
 		return true;
-	trdma_tx_disown(qp);
+	if (owned)
+		trdma_tx_disown(qp);
 	return false;
 }
 
@@ -1348,13 +1366,12 @@ static bool trdma_tx_ack_try_sock(struct trdma_qp *qp, struct sock *sk)
  */
 static bool trdma_tx_ack_from_timer(struct trdma_qp *qp)
 {
-	bool done = false;
+	struct sock *sk = trdma_tx_own_softirq(qp);
+	bool done;
 
-	if (test_and_set_bit_lock(TRDMA_TX_OWNED, &qp->tx_flags))
+	if (!sk)
 		return false;
-	/* kTLS sends under the socket lock only, as for the receive path. */
-	if (qp->sock && !qp->tls && qp->seg.kind == TRDMA_SEG_NONE)
-		done = trdma_tx_ack_try_sock(qp, qp->sock->sk);
+	done = trdma_tx_ack_try_sock(qp, sk);
 	trdma_tx_disown(qp);
 	return done;
 }
