@@ -1,5 +1,8 @@
 #!/bin/bash
-cd /work/main
+# The kprobe behind write-stream-ackreq.log: how many trdma_tx_ack_soon()
+# calls find the ACK requested, per ib_write_bw option set.  From the
+# project root: tools/vm -- bash docs/perf/ack-tasklet/ackreq-probe.sh
+# (reads ack_req/ack_pending through the module's debug info).
 dev=trdma0 build=build pass=0 fail=0
 . tests/lab/lib.sh
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
