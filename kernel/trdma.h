@@ -562,6 +562,11 @@ struct trdma_rx_state {
 	bool discard;		/* skip the current segment's payload */
 	u32 expected_msn;	/* next request MSN from the peer */
 	u32 acked_bytes;	/* of the messages one drain completed */
+	/*
+	 * The connection's route is this host's own (trdma_cm.c): the peer's
+	 * transmit runs this receive path, on the peer's CPU.
+	 */
+	bool local;
 	bool resp_queued;	/* one drain queued READ/atomic responses */
 	bool dead;		/* stream refused: read no more */
 	/*

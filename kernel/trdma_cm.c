@@ -144,6 +144,22 @@ static int trdma_send_hello(struct socket *sock, const struct trdma_hello *h,
 }
 
 /*
+ * Whether the connection never leaves this host: its route goes through a
+ * loopback device (an address of this host, in any namespace).  Then each
+ * segment's receive processing runs inside the sender's transmit, in
+ * softirq on the sender's CPU, rather than on the receiver's.  Process
+ * context.
+ */
+static bool trdma_cm_route_local(struct sock *sk)
+{
+	struct dst_entry *dst = sk_dst_get(sk);
+	bool local = dst && dst->dev && (dst->dev->flags & IFF_LOOPBACK);
+
+	dst_release(dst);
+	return local;
+}
+
+/*
  * Applies the device's TCP settings to a connection's socket.  Buffer sizes
  * are forced (not capped by net.core.wmem_max/rmem_max: the administrator
  * set them for this device); given before connect() they also size the
@@ -348,6 +364,7 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 				   TRDMA_MAX_RD_ATOM);
 	memset(&qp->rx, 0, sizeof(qp->rx));
 	qp->rx.expected_msn = qp->attr.rq_psn;
+	qp->rx.local = trdma_cm_route_local(sk);
 	/*
 	 * Both hellos are through: the next byte is ISN + 1 + a hello (the
 	 * TCP option's offsets; an encrypted link has none).

@@ -1265,7 +1265,10 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 	return done;
 }
 
-/* Bytes of messages an ACK the receive path sends itself may cover. */
+/*
+ * Bytes of messages an ACK the receive path sends itself may cover on a
+ * connection that stays on this host (rx.local).
+ */
 #define TRDMA_RX_ACK_INLINE_MAX	4096
 
 /*
@@ -1369,11 +1372,14 @@ static void trdma_rx_answer(struct trdma_qp *qp, struct sock *sk)
 	/*
 	 * Where the socket is not owned its spinlock is ours, and the ACK
 	 * and small responses may go from here (the transmitter checks),
-	 * unless the ACK acknowledges much: then a wake-up is cheap beside
-	 * the data, and the worker, coming later, acknowledges more at once.
+	 * as TCP's own ACKs go from its receive softirq.  But over a route
+	 * of this host's own that softirq runs inside the sender's transmit,
+	 * and an ACK of much data sent from it is the sender's work: there
+	 * the worker, on another CPU, sends it and, coming later, may
+	 * acknowledge more at once (docs/performance.md).
 	 */
 	if (ack)
-		trdma_tx_ack_soon(qp, qp->rx.acked_bytes >
+		trdma_tx_ack_soon(qp, qp->rx.local && qp->rx.acked_bytes >
 				  TRDMA_RX_ACK_INLINE_MAX ? NULL : sk);
 	if (qp->rx.resp_queued)
 		trdma_tx_resp_soon(qp, sk);

@@ -355,6 +355,32 @@ TEST_F(DataPathTest, SmallAnswersGoFromTheReceivePath) {
   EXPECT_LE(sends, sent);
 }
 
+// An ACK of more than 4 KiB of messages on a connection that stays on this
+// host (A and B are both here: a loopback route) goes from the worker, not
+// from the receive path: over such a route that softirq runs inside the
+// sender's transmit, on the sender's CPU (docs/performance.md).  Across
+// hosts the same ACKs go from the receive path (tests/lab/run-2host).
+TEST_F(DataPathTest, LargeAcksOnALocalRouteGoFromTheWorker) {
+  const int n = 50, len = 65536;
+  const uint64_t raddr = reinterpret_cast<uintptr_t>(b_.buf.data());
+  Fill(a_.buf, 0, len, 12);
+  const long from_rx = Counter("tx_from_rx"), acks = Counter("acks_sent");
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, Sges(a_, 0, len, 1), raddr,
+                       b_.mr->rkey),
+              0);
+    ibv_wc s = Wait(a_.cq);
+    ASSERT_EQ(s.status, IBV_WC_SUCCESS) << ibv_wc_status_str(s.status);
+  }
+  ASSERT_EQ(memcmp(a_.buf.data(), b_.buf.data(), len), 0);
+  const long from = Counter("tx_from_rx") - from_rx,
+             sent = Counter("acks_sent") - acks;
+  std::cout << "[          ] " << from << " of " << sent
+            << " ACKs from the receive path" << std::endl;
+  EXPECT_GE(sent, n);  // each WRITE signaled and waited for: an ACK each
+  EXPECT_EQ(from, 0);
+}
+
 // An ACK held for a request to carry (ack_delay_us) that no request
 // carries goes when its hold ends, from the hold's timer itself (softirq,
 // counted in tx_from_timer), not by waking the QP's worker.  Each round B
