@@ -563,8 +563,9 @@ struct trdma_rx_state {
 	u32 expected_msn;	/* next request MSN from the peer */
 	u32 acked_bytes;	/* of the messages one drain completed */
 	/*
-	 * The connection's route is this host's own (trdma_cm.c): the peer's
-	 * transmit runs this receive path, on the peer's CPU.
+	 * The connection's route goes through a loopback device (set at
+	 * attach, trdma_cm.c): the peer's transmit runs this receive path,
+	 * on the peer's CPU.
 	 */
 	bool local;
 	bool resp_queued;	/* one drain queued READ/atomic responses */

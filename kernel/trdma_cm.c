@@ -144,18 +144,24 @@ static int trdma_send_hello(struct socket *sock, const struct trdma_hello *h,
 }
 
 /*
- * Whether the connection never leaves this host: its route goes through a
- * loopback device (an address of this host, in any namespace).  Then each
- * segment's receive processing runs inside the sender's transmit, in
- * softirq on the sender's CPU, rather than on the receiver's.  Process
- * context.
+ * Whether the connection's route goes through a loopback device (the peer
+ * is an address of this host's, in this namespace).  Then each segment's
+ * receive processing runs inside the sender's transmit, in softirq on the
+ * sender's CPU.  (A veth pair between two namespaces does the same, but is
+ * not told apart from a NIC here.)  A dst already invalidated points at
+ * blackhole_netdev, itself flagged loopback: a connection that dies soon
+ * anyway.  The device under RCU: a dst's reference does not hold it.
+ * Process context.
  */
 static bool trdma_cm_route_local(struct sock *sk)
 {
-	struct dst_entry *dst = sk_dst_get(sk);
-	bool local = dst && dst->dev && (dst->dev->flags & IFF_LOOPBACK);
+	struct dst_entry *dst;
+	bool local;
 
-	dst_release(dst);
+	rcu_read_lock();
+	dst = __sk_dst_get(sk);
+	local = dst && (READ_ONCE(dst->dev)->flags & IFF_LOOPBACK);
+	rcu_read_unlock();
 	return local;
 }
 

@@ -1372,15 +1372,16 @@ static void trdma_rx_answer(struct trdma_qp *qp, struct sock *sk)
 	/*
 	 * Where the socket is not owned its spinlock is ours, and the ACK
 	 * and small responses may go from here (the transmitter checks),
-	 * as TCP's own ACKs go from its receive softirq.  But over a route
-	 * of this host's own that softirq runs inside the sender's transmit,
-	 * and an ACK of much data sent from it is the sender's work: there
-	 * the worker, on another CPU, sends it and, coming later, may
-	 * acknowledge more at once (docs/performance.md).
+	 * as TCP's own ACKs go from its receive softirq.  But over a
+	 * loopback route that softirq runs inside the sender's transmit, and
+	 * an ACK of much data sent from it is the sender's work: there the
+	 * worker sends it, on another CPU where there is one, and, coming
+	 * later, may acknowledge more at once (docs/performance.md).  A
+	 * heuristic: an ACK already owed before this drain goes from here.
 	 */
 	if (ack)
-		trdma_tx_ack_soon(qp, qp->rx.local && qp->rx.acked_bytes >
-				  TRDMA_RX_ACK_INLINE_MAX ? NULL : sk);
+		trdma_tx_ack_soon(qp, (qp->rx.local && qp->rx.acked_bytes >
+				       TRDMA_RX_ACK_INLINE_MAX) ? NULL : sk);
 	if (qp->rx.resp_queued)
 		trdma_tx_resp_soon(qp, sk);
 }
