@@ -125,6 +125,7 @@ enum trdma_counter {
 	TRDMA_CNT_SQ_DOORBELLS,
 	TRDMA_CNT_TX_DEFERRED,
 	TRDMA_CNT_TX_FROM_TIMER,
+	TRDMA_CNT_ACK_TIMER_ARMED,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -706,7 +707,6 @@ struct trdma_qp {
 	u32 tx_wqe_off;			/* bytes of WQE sq_tx already out */
 	u32 rd_outstanding;		/* READs sent, response not complete */
 	struct trdma_tx_seg seg;
-	struct trdma_txopt txopt;
 	/*
 	 * Bytes of the corked run (tx_cork): the trdma segments handed to
 	 * TCP with MSG_MORE and without the EOR mark since the last skb
@@ -715,6 +715,7 @@ struct trdma_qp {
 	 * them before it lets go (trdma_tx_uncork()).  Transmitter only.
 	 */
 	u32 tx_cork_len;
+	struct trdma_txopt txopt;
 	/*
 	 * Responder work queued by the receive path; under lock (the
 	 * receive path, which alone sets ack_pending, peeks at it without
@@ -731,16 +732,22 @@ struct trdma_qp {
 	 * An owed ACK held for a request to carry (trdma_tx_ack_soon): the
 	 * running average of the time from when an ACK became owed to the
 	 * next request (ns; under lock; the hold is twice that), when the
-	 * last request went out (jiffies; lock-free), the timer that sends
-	 * the ACK alone if none does (a hard one: it only schedules
-	 * ack_tasklet, which sends), and when the ACK now owed became owed
-	 * (ns, 0 if none or not counted; under lock).
+	 * hold of the ACK now owed ends (0: not held; under lock; reset when
+	 * an ACK becomes owed), when the last request went out (jiffies;
+	 * lock-free), the timer that sends the ACK alone if none does (a
+	 * hard one: it only schedules ack_tasklet, which looks and sends;
+	 * lazy: armed under lock, not cancelled but at destroy), when the
+	 * ACK now owed became owed (0 if none or not counted; under lock),
+	 * and when the queued timer expires (meaningful while it is queued;
+	 * under lock).  The _at times are trdma_tx_clock()'s.
 	 */
 	u32 ack_turn_ns;
+	u32 ack_due_at;
 	unsigned long last_req_tx;
 	struct hrtimer ack_timer;
 	struct tasklet_struct ack_tasklet;
-	u64 ack_owed_ns;
+	u32 ack_owed_at;
+	u32 ack_timer_at;
 	/*
 	 * When the transmitter last went idle (jiffies; lock-free), and the
 	 * QP's place on its device's frag_qps (trdma_idle.c).

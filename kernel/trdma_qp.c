@@ -897,8 +897,11 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	 */
 	cancel_delayed_work_sync(&qp->peer_gone_work);
 	cancel_delayed_work_sync(&qp->rnr_work);
+	/*
+	 * ack_tasklet arms the timer too, but not in error (above).  Only
+	 * the timer schedules the tasklet.
+	 */
 	hrtimer_cancel(&qp->ack_timer);
-	/* Only the timer schedules it. */
 	tasklet_kill(&qp->ack_tasklet);
 	cancel_work_sync(&qp->tx_work);
 	trdma_frag_forget(qp);
@@ -1037,7 +1040,8 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	qp->rd_tail = 0;
 	qp->ack_pending = false;
 	qp->ack_req = false;
-	qp->ack_owed_ns = 0;
+	qp->ack_owed_at = 0;
+	qp->ack_due_at = 0;
 	qp->rnr_rewind = false;
 	qp->peer_closed = false;
 	qp->peer_req_timed = false;

@@ -250,6 +250,9 @@ static void trdma_rx_queue_ack(struct trdma_qp *qp, u8 syndrome, u32 msn,
 	/* A NAK is never overwritten by a later plain ACK. */
 	if (qp->ack_pending && qp->ack_syndrome != TRDMA_AETH_ACK)
 		return;
+	/* A new one: not held until trdma_tx_ack_soon() says so. */
+	if (!qp->ack_pending)
+		qp->ack_due_at = 0;
 	qp->ack_req = req || syndrome != TRDMA_AETH_ACK ||
 		      (qp->ack_pending && qp->ack_req);
 	qp->ack_pending = true;

@@ -74,19 +74,34 @@ MODULE_PARM_DESC(tx_defer,
 #define TRDMA_ACK_TURN_MAX_NS	(4 * NSEC_PER_MSEC)
 
 /*
- * The clock of the ACK hold's turnaround samples, read twice per held
- * ACK under qp->lock: local_clock(), the scheduler's (the TSC where there
- * is one), not ktime_get_ns(), which reads the clocksource: where that
- * is the HPET (a guest whose TSC the kernel marked unstable, the lab's
- * among them) each read is a trap to the hypervisor of microseconds,
- * spent with interrupts off and the QP's lock held.  Its readings on two
- * CPUs may differ a little; a sample is a heuristic's input and is cut
- * to [0, TRDMA_ACK_TURN_MAX_NS].  Never 0 after boot, which ack_owed_ns
- * uses for "none".
+ * The clock of the ACK hold, read under qp->lock: local_clock(), the
+ * scheduler's (the TSC where there is one), not ktime_get_ns(), which
+ * reads the clocksource: where that is the HPET (a guest whose TSC the
+ * kernel marked unstable, the lab's among them) each read is a trap to
+ * the hypervisor of microseconds, spent with interrupts off and the QP's
+ * lock held.  In units of 1,024 ns (TRDMA_ACK_CLOCK_SHIFT), wrapping at
+ * 32 bits (about 73 minutes): times are compared as differences
+ * (trdma_tx_clock_before()).  Its readings on two CPUs may differ a
+ * little; what it measures is a heuristic's input and is cut to
+ * TRDMA_ACK_TURN_MAX_NS.  Never 0, which the QP's ACK times use for
+ * "none".
  */
-static u64 trdma_tx_clock(void)
+#define TRDMA_ACK_CLOCK_SHIFT	10
+
+static u32 trdma_tx_clock(void)
 {
-	return local_clock() ?: 1;
+	return (u32)(local_clock() >> TRDMA_ACK_CLOCK_SHIFT) ?: 1;
+}
+
+static u32 trdma_tx_clock_units(u64 ns)
+{
+	return max_t(u64, ns >> TRDMA_ACK_CLOCK_SHIFT, 1);
+}
+
+/* a is before b. */
+static bool trdma_tx_clock_before(u32 a, u32 b)
+{
+	return (s32)(a - b) < 0;
 }
 
 /*
@@ -107,13 +122,27 @@ static u64 trdma_tx_clock(void)
  * from here where sk is given and no process owns it (the receive path in
  * softirq, holding that socket's spinlock, trdma_tx_ack_from_rx()), else
  * by the worker.  Any context.
+ *
+ * The hold's timer is lazy: a request that carries the ACK leaves it
+ * running, and an ACK that becomes owed while it runs arms nothing when
+ * it expires soon enough (within ack_delay_us, or ack_coalesce_us for an
+ * ACK nobody asked for).  It looks when it expires (trdma_tx_ack_tasklet()):
+ * an ACK whose hold (ack_due_at) is over goes, one still held waits the
+ * rest.  So a held ACK that no request carries goes at most ack_delay_us
+ * late, not at the end of its own hold, and a ping-pong pays a timer
+ * event per ack_delay_us instead of an arm, a cancel and an interrupt per
+ * message: in a guest each arm reads the emulated clocksource, and a
+ * cancel from another CPU than the arming one still takes its interrupt
+ * there (docs/performance.md, "The ACK hold's timer").
  */
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 {
 	u64 max = (u64)READ_ONCE(trdma_ack_delay_us) * NSEC_PER_USEC, hold = 0;
 	u64 coalesce = (u64)READ_ONCE(trdma_ack_coalesce_us) * NSEC_PER_USEC;
 	struct hrtimer *t = &qp->ack_timer;
+	u64 within = 0;
 	unsigned long flags;
+	u32 now, due;
 
 	spin_lock_irqsave(&qp->lock, flags);
 	/*
@@ -126,30 +155,47 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 		spin_unlock_irqrestore(&qp->lock, flags);
 		return;
 	}
-	if (coalesce && !qp->ack_req) {
+	now = trdma_tx_clock();
+	if (!trdma_state_connected(qp->state)) {
+		/* Destroyed (the timer is not armed again) or in error. */
+	} else if (coalesce && !qp->ack_req) {
 		hold = coalesce;
+		within = coalesce;
 	} else if (max && qp->ack_syndrome == TRDMA_AETH_ACK &&
 	    !qp->close_after_nak &&
 	    !time_after(jiffies, READ_ONCE(qp->last_req_tx) + 1)) {
-		if (!qp->ack_owed_ns)
-			qp->ack_owed_ns = trdma_tx_clock();
+		if (!qp->ack_owed_at)
+			qp->ack_owed_at = now;
 		if (qp->ack_turn_ns <= max)
 			hold = min_t(u64, 2 * (u64)qp->ack_turn_ns, max);
+		within = max;
 	}
-	spin_unlock_irqrestore(&qp->lock, flags);
 	if (!hold) {
+		/* Goes now: the timer, should it look, sends it. */
+		qp->ack_due_at = 0;
+		spin_unlock_irqrestore(&qp->lock, flags);
 		if (!sk || !trdma_tx_ack_from_rx(qp, sk))
 			trdma_tx_kick_lazy(qp);
 		return;
 	}
+	due = (now + trdma_tx_clock_units(hold)) ?: 1;
+	if (!qp->ack_due_at || trdma_tx_clock_before(due, qp->ack_due_at))
+		qp->ack_due_at = due;
 	/*
-	 * A shorter hold than the one queued (a coalesced ACK's) wins.  Not
-	 * hrtimer_active(): that is true too while the callback runs, which
-	 * may have found no ACK owed just before this one became owed.
+	 * Armed unless the queued timer looks soon enough (a coalesced
+	 * ACK's may not).  Not hrtimer_active(): that is true too while the
+	 * callback runs, which may have found no ACK owed just before this
+	 * one became owed.  Under qp->lock, as every arm, so that
+	 * ack_timer_at is the queued timer's.
 	 */
+	due = now + trdma_tx_clock_units(within);
 	if (!hrtimer_is_queued(t) ||
-	    ktime_to_ns(hrtimer_get_remaining(t)) > hold)
-		hrtimer_start(t, ns_to_ktime(hold), HRTIMER_MODE_REL_HARD);
+	    trdma_tx_clock_before(due, qp->ack_timer_at)) {
+		qp->ack_timer_at = due;
+		hrtimer_start(t, ns_to_ktime(within), HRTIMER_MODE_REL_HARD);
+		trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_ARMED, 1);
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
 }
 
 /*
@@ -159,26 +205,24 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
  */
 static void trdma_tx_ack_sample(struct trdma_qp *qp)
 {
-	s64 d;
 	u64 t;
+	s32 d;
 
-	if (!qp->ack_owed_ns)
+	if (!qp->ack_owed_at)
 		return;
 	/* local_clock() may run a little behind on another CPU. */
-	d = (s64)(trdma_tx_clock() - qp->ack_owed_ns);
-	t = min_t(u64, max_t(s64, d, 0), TRDMA_ACK_TURN_MAX_NS);
-	qp->ack_owed_ns = 0;
+	d = (s32)(trdma_tx_clock() - qp->ack_owed_at);
+	t = min_t(u64, (u64)max_t(s32, d, 0) << TRDMA_ACK_CLOCK_SHIFT,
+		  TRDMA_ACK_TURN_MAX_NS);
+	qp->ack_owed_at = 0;
 	qp->ack_turn_ns = (3 * (u64)qp->ack_turn_ns + t) / 4;
 }
 
 /*
- * The hold ended (hard interrupt): if no request carried the ACK, it goes
- * alone, from ack_tasklet.  A hard timer, because the transmitter that
- * cancels it usually runs on another CPU than the receive path that armed
- * it (over loopback, the requester's): such a cancel leaves the expiry
- * programmed there, and where a soft timer's interrupt then also ran the
- * timer softirq for nothing, in a ping-pong for most messages, a hard
- * one's finds nothing to run and ends.
+ * The hold's timer expired (hard interrupt): if an ACK is owed, its
+ * tasklet looks whether its hold is over.  A hard timer: it only peeks
+ * and schedules, and where an interrupt finds nothing owed it ends there,
+ * without a timer softirq.
  */
 enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t)
 {
@@ -191,14 +235,41 @@ enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t)
 }
 
 /*
- * Sends the held ACK that no request carried: from here (softirq) where
- * the socket is free, else by the transmitter at work or the worker.
+ * The held ACK that no request carried: still held (the timer looked
+ * before its hold ended), the timer waits the rest (ack_due_at may be
+ * another CPU's local_clock(): at most TRDMA_ACK_TURN_MAX_NS); over, it
+ * goes, from here (softirq) where the socket is free, else by the
+ * transmitter at work or the worker.
  */
-void trdma_tx_ack_tasklet(struct tasklet_struct *t)
+void trdma_tx_ack_tasklet(struct tasklet_struct *tl)
 {
-	struct trdma_qp *qp = from_tasklet(qp, t, ack_tasklet);
+	struct trdma_qp *qp = from_tasklet(qp, tl, ack_tasklet);
+	struct hrtimer *t = &qp->ack_timer;
+	u32 now = trdma_tx_clock(), at;
+	unsigned long flags;
+	u64 wait = 0;
 
-	if (!trdma_tx_ack_from_timer(qp))
+	spin_lock_irqsave(&qp->lock, flags);
+	if (!qp->ack_pending) {
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return;
+	}
+	/* Not armed again once destroyed: the QP is in error then. */
+	if (qp->ack_due_at && trdma_tx_clock_before(now, qp->ack_due_at) &&
+	    trdma_state_connected(qp->state)) {
+		wait = min_t(u64, (u64)(u32)(qp->ack_due_at - now) <<
+				  TRDMA_ACK_CLOCK_SHIFT, TRDMA_ACK_TURN_MAX_NS);
+		at = now + trdma_tx_clock_units(wait);
+		if (!hrtimer_is_queued(t) ||
+		    trdma_tx_clock_before(at, qp->ack_timer_at)) {
+			qp->ack_timer_at = at;
+			hrtimer_start(t, ns_to_ktime(wait),
+				      HRTIMER_MODE_REL_HARD);
+			trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_ARMED, 1);
+		}
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (!wait && !trdma_tx_ack_from_timer(qp))
 		trdma_tx_kick_lazy(qp);
 }
 
@@ -531,7 +602,6 @@ static void trdma_tx_ack_seg(struct trdma_qp *qp)
 
 	qp->ack_pending = false;
 	qp->ack_req = false;
-	hrtimer_try_to_cancel(&qp->ack_timer);
 	seg->kind = TRDMA_SEG_CTRL;
 	seg->len = 0;
 	seg->msg_off = 0;
@@ -573,10 +643,12 @@ static bool trdma_tx_next_seg_locked(struct trdma_qp *qp)
 		if (qp->ack_syndrome == TRDMA_AETH_ACK &&
 		    !qp->close_after_nak && qp->rd_head == qp->rd_tail &&
 		    trdma_tx_req_seg(qp, &aeth)) {
+			/*
+			 * Held for this.  The hold's timer runs on: it
+			 * finds nothing owed, or the next ACK's hold.
+			 */
 			qp->ack_pending = false;
 			qp->ack_req = false;
-			/* Held for this: nothing for the timer to send. */
-			hrtimer_try_to_cancel(&qp->ack_timer);
 			goto out;
 		}
 		trdma_tx_ack_seg(qp);
@@ -1432,10 +1504,8 @@ void trdma_tx_ack_forget_unasked(struct trdma_qp *qp)
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	if (qp->ack_pending && !qp->ack_req) {
+	if (qp->ack_pending && !qp->ack_req)
 		qp->ack_pending = false;
-		hrtimer_try_to_cancel(&qp->ack_timer);
-	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 }
 

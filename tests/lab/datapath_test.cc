@@ -196,7 +196,10 @@ TEST_F(DataPathTest, PingPongCarriesTheAcks) {
       (wc.opcode == IBV_WC_RECV ? recvs : sends)[i]++;
     }
   };
-  const long carried = Counter("acks_carried"), alone = Counter("acks_sent");
+  const long carried = Counter("acks_carried"), alone = Counter("acks_sent"),
+             armed = Counter("ack_timer_armed");
+  ASSERT_GE(armed, 0);
+  const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < n; i++) {
     ASSERT_EQ(PostRecv(b_, i, Sges(b_, 0, 64, 1)), 0);
     ASSERT_EQ(PostSend(a_, i, IBV_WR_SEND, Sges(a_, 0, 8, 1)), 0);
@@ -208,12 +211,24 @@ TEST_F(DataPathTest, PingPongCarriesTheAcks) {
   // The last ACKs have nothing to ride with: the hold ends, they go alone.
   ASSERT_NO_FATAL_FAILURE(until(0, n, n));
   ASSERT_NO_FATAL_FAILURE(until(1, n, n));
+  const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
   const long c = Counter("acks_carried") - carried,
-             a = Counter("acks_sent") - alone;
-  std::cout << "[          ] " << 2 * n << " messages: " << c
-            << " ACKs carried, " << a << " sent alone" << std::endl;
+             a = Counter("acks_sent") - alone,
+             t = Counter("ack_timer_armed") - armed;
+  std::cout << "[          ] " << 2 * n << " messages in " << ms << " ms: "
+            << c << " ACKs carried, " << a
+            << " sent alone; the hold's timers armed " << t << " times"
+            << std::endl;
   EXPECT_GE(c, 2 * n * 8 / 10);
   EXPECT_GE(a, 1);  // at least the very last one
+  // A carried ACK leaves the hold's timer running: each QP's is armed
+  // when an ACK becomes owed with none running, and again where it looked
+  // before that ACK's hold ended, so about twice per ack_delay_us (4 ms
+  // here) for the two QPs, not once for each held ACK (per message).
+  EXPECT_GE(t, 1);
+  EXPECT_LE(t, ms + 4);
 }
 
 // A peer that answers later than ack_delay_us allows: its QP stops holding
