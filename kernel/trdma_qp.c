@@ -898,8 +898,9 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	cancel_delayed_work_sync(&qp->peer_gone_work);
 	cancel_delayed_work_sync(&qp->rnr_work);
 	/*
-	 * ack_tasklet arms the timer too, but not in error (above).  Only
-	 * the timer schedules the tasklet.
+	 * ack_tasklet arms the timer too, but only in RTR/RTS (destroy
+	 * leaves RESET or ERR, above).  Only the timer schedules the
+	 * tasklet.
 	 */
 	hrtimer_cancel(&qp->ack_timer);
 	tasklet_kill(&qp->ack_tasklet);

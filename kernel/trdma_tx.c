@@ -53,12 +53,12 @@ static bool trdma_tx_ack_from_timer(struct trdma_qp *qp);
 static uint trdma_ack_delay_us = 500;
 module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
 MODULE_PARM_DESC(ack_delay_us,
-		 "most us an ACK may wait for a request to carry it, on QPs that send requests too (500; 0: never)");
+		 "most us an ACK may wait for a request to carry it, on QPs that send requests too (500; 0: never; at most 1000000)");
 
 static uint trdma_ack_coalesce_us = 4000;
 module_param_named(ack_coalesce_us, trdma_ack_coalesce_us, uint, 0644);
 MODULE_PARM_DESC(ack_coalesce_us,
-		 "most us an ACK the requester did not ask for may wait to go with a later one (4000; 0: never)");
+		 "most us an ACK the requester did not ask for may wait to go with a later one (4000; 0: never; at most 1000000)");
 
 static bool trdma_tx_cork_on = true;
 module_param_named(tx_cork, trdma_tx_cork_on, bool, 0644);
@@ -104,6 +104,16 @@ static bool trdma_tx_clock_before(u32 a, u32 b)
 	return (s32)(a - b) < 0;
 }
 
+/* The most an ACK waits: a second, far inside the clock's wrap. */
+#define TRDMA_ACK_WAIT_MAX_US	USEC_PER_SEC
+
+/* ack_delay_us or ack_coalesce_us, in ns. */
+static u64 trdma_tx_ack_param_ns(const uint *us)
+{
+	return min_t(u64, READ_ONCE(*us), TRDMA_ACK_WAIT_MAX_US) *
+	       NSEC_PER_USEC;
+}
+
 /*
  * The receive path owes the peer an ACK.  One the requester did not ask
  * for (no TRDMA_BTH_ACKREQ: nobody waits for that completion, and the
@@ -137,14 +147,20 @@ static bool trdma_tx_clock_before(u32 a, u32 b)
  */
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 {
-	u64 max = (u64)READ_ONCE(trdma_ack_delay_us) * NSEC_PER_USEC, hold = 0;
-	u64 coalesce = (u64)READ_ONCE(trdma_ack_coalesce_us) * NSEC_PER_USEC;
+	u64 max = trdma_tx_ack_param_ns(&trdma_ack_delay_us), hold = 0;
+	u64 coalesce = trdma_tx_ack_param_ns(&trdma_ack_coalesce_us);
 	struct hrtimer *t = &qp->ack_timer;
 	u64 within = 0;
 	unsigned long flags;
 	u32 now, due;
 
 	spin_lock_irqsave(&qp->lock, flags);
+	/*
+	 * ack_pending, set by the receive path, before the timer's state
+	 * read below; pairs with the barrier in trdma_tx_ack_timer(), so
+	 * that either it sees this ACK owed or this sees it not queued.
+	 */
+	smp_mb__after_spinlock();
 	/*
 	 * Sent meanwhile (the transmitter takes an owed ACK whenever it
 	 * runs): nothing to do.  Kicking the worker here would have it send
@@ -157,7 +173,7 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 	}
 	now = trdma_tx_clock();
 	if (!trdma_state_connected(qp->state)) {
-		/* Destroyed (the timer is not armed again) or in error. */
+		/* Not held, nor the timer armed again (destroy: RESET or ERR). */
 	} else if (coalesce && !qp->ack_req) {
 		hold = coalesce;
 		within = coalesce;
@@ -210,10 +226,16 @@ static void trdma_tx_ack_sample(struct trdma_qp *qp)
 
 	if (!qp->ack_owed_at)
 		return;
-	/* local_clock() may run a little behind on another CPU. */
+	/*
+	 * local_clock() may run a little behind on another CPU; far behind,
+	 * the clock wrapped since (an ACK owed over half an hour ago).
+	 */
 	d = (s32)(trdma_tx_clock() - qp->ack_owed_at);
-	t = min_t(u64, (u64)max_t(s32, d, 0) << TRDMA_ACK_CLOCK_SHIFT,
-		  TRDMA_ACK_TURN_MAX_NS);
+	if (d < -(s32)trdma_tx_clock_units(TRDMA_ACK_TURN_MAX_NS))
+		t = TRDMA_ACK_TURN_MAX_NS;
+	else
+		t = min_t(u64, (u64)max_t(s32, d, 0) << TRDMA_ACK_CLOCK_SHIFT,
+			  TRDMA_ACK_TURN_MAX_NS);
 	qp->ack_owed_at = 0;
 	qp->ack_turn_ns = (3 * (u64)qp->ack_turn_ns + t) / 4;
 }
@@ -228,7 +250,12 @@ enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t)
 {
 	struct trdma_qp *qp = container_of(t, struct trdma_qp, ack_timer);
 
-	/* A peek: the tasklet looks again under qp->lock. */
+	/*
+	 * The timer's state (not queued) before the peek: pairs with
+	 * trdma_tx_ack_soon()'s barrier.  A peek: the tasklet looks again
+	 * under qp->lock.
+	 */
+	smp_mb();
 	if (READ_ONCE(qp->ack_pending))
 		tasklet_schedule(&qp->ack_tasklet);
 	return HRTIMER_NORESTART;
@@ -254,7 +281,7 @@ void trdma_tx_ack_tasklet(struct tasklet_struct *tl)
 		spin_unlock_irqrestore(&qp->lock, flags);
 		return;
 	}
-	/* Not armed again once destroyed: the QP is in error then. */
+	/* Not armed again but in RTR/RTS (destroy leaves RESET or ERR). */
 	if (qp->ack_due_at && trdma_tx_clock_before(now, qp->ack_due_at) &&
 	    trdma_state_connected(qp->state)) {
 		wait = min_t(u64, (u64)(u32)(qp->ack_due_at - now) <<
