@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# Shell helpers of the single-guest lab suites (tests/lab/run,
-# tests/lab/run-clients); sourced, not run.  The suite sets pass=0, fail=0,
-# dev (the trdma device under test) and build (the build tree).
+# Shell helpers of the lab suites (tests/lab/run, tests/lab/run-clients,
+# tests/lab/run-2host) and of tools/lab's scripts; sourced, not run.  The
+# suite sets pass=0, fail=0, dev (the trdma device under test) and build
+# (the build tree).
 
 ok()  { echo "PASS: $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
@@ -78,6 +79,52 @@ pair() {
 		cat /tmp/pair-server.log /tmp/pair-client.log
 		return 1
 	fi
+}
+
+# xpair TAG GIDOPT TOOL ARGS...: pair across two lab guests (tools/vm
+# --hosts 2; TRDMA_LAB_HOST, TRDMA_LAB_PEER): TOOL's server on host 2, its
+# client on host 1 pointed at the peer, both over $dev, each host running
+# this with the same arguments; both ends must succeed.  Both hosts pass
+# both barriers (TAG-up, TAG-done) whatever fails, so that they stay in
+# step for the next pair.  Each end is stopped after xpair_limit seconds
+# (300 unless set).  The logs are pair's: /tmp/pair-server.log on host 2,
+# /tmp/pair-client.log on host 1, the other one empty.  tools/lab/bench-guest
+# has its own pair: it also runs the servers of other tools and measures
+# CPU time between the barriers.
+xpair() {
+	local tag=$1 gopt=$2 limit=${xpair_limit:-300} rc=1 gid pid=
+	shift 2
+	case $1 in ib_*) set -- "$@" -F ;; esac
+	gid=$(v4gid "$dev")
+	if [ "$TRDMA_LAB_HOST" = 2 ]; then
+		: >/tmp/pair-client.log
+		if [ -n "$gid" ]; then
+			timeout "$limit" "$@" -d "$dev" "$gopt" "$gid" \
+				>/tmp/pair-server.log 2>&1 &
+			pid=$!
+			tools/lab/wait-listen -t 30 18515
+		else
+			echo "xpair: $dev has no IPv4 GID" >/tmp/pair-server.log
+		fi
+		if tools/lab/barrier -t "$limit" "$tag-up" && [ -n "$pid" ]; then
+			wait "$pid"
+			rc=$?
+		elif [ -n "$pid" ]; then
+			kill "$pid"
+			wait "$pid"
+		fi
+	else
+		: >/tmp/pair-server.log
+		[ -n "$gid" ] || echo "xpair: $dev has no IPv4 GID" >/tmp/pair-client.log
+		if tools/lab/barrier -t "$limit" "$tag-up" && [ -n "$gid" ]; then
+			timeout "$limit" "$@" -d "$dev" "$gopt" "$gid" \
+				"$TRDMA_LAB_PEER" >/tmp/pair-client.log 2>&1
+			rc=$?
+		fi
+	fi
+	tools/lab/barrier -t "$limit" "$tag-done" || rc=1
+	[ "$rc" -eq 0 ] || cat /tmp/pair-server.log /tmp/pair-client.log
+	return "$rc"
 }
 
 # The figures of the last pair's client: perftest's result line, columns
