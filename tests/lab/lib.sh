@@ -42,10 +42,10 @@ gtests() {
 	if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then bad "gtest ran no test"; fi
 }
 
-# The IPv4-mapped RoCE v2 GID index of a device.
+# The IPv4-mapped RoCE v2 GID index of a device ($dev if none given).
 v4gid() {
 	local g
-	for g in "/sys/class/infiniband/$1/ports/1/gids/"*; do
+	for g in "/sys/class/infiniband/${1:-$dev}/ports/1/gids/"*; do
 		case $(<"$g") in
 		0000:0000:0000:0000:0000:ffff:*) echo "${g##*/}"; return 0 ;;
 		esac
@@ -110,7 +110,7 @@ xpair() {
 			wait "$pid"
 			rc=$?
 		elif [ -n "$pid" ]; then
-			kill "$pid"
+			kill "$pid" 2>/dev/null
 			wait "$pid"
 		fi
 	else
