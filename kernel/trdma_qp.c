@@ -767,7 +767,8 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	INIT_WORK(&qp->rx_stall_work, trdma_rx_stall_work);
 	INIT_DELAYED_WORK(&qp->peer_gone_work, trdma_qp_peer_gone_work);
 	INIT_DELAYED_WORK(&qp->rnr_work, trdma_tx_rnr_work);
-	hrtimer_init(&qp->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	hrtimer_init(&qp->ack_timer, CLOCK_MONOTONIC,
+		     HRTIMER_MODE_REL_PINNED_HARD);
 	qp->ack_timer.function = trdma_tx_ack_timer;
 	tasklet_setup(&qp->ack_tasklet, trdma_tx_ack_tasklet);
 	qp->last_req_tx = jiffies - HZ;

@@ -115,6 +115,42 @@ static u64 trdma_tx_ack_param_ns(const uint *us)
 }
 
 /*
+ * The hold's timer expires within ns from now (local_clock() units),
+ * unless it is queued to expire sooner already.  Under qp->lock, as every
+ * arm, so that ack_timer_at is the queued timer's and its base (the CPU
+ * it is pinned to) stays put for trdma_tx_ack_timer_done().
+ */
+static void trdma_tx_ack_arm(struct trdma_qp *qp, u32 now, u64 ns)
+{
+	struct hrtimer *t = &qp->ack_timer;
+	u32 at = now + trdma_tx_clock_units(ns);
+
+	lockdep_assert_held(&qp->lock);
+	if (hrtimer_is_queued(t) && !trdma_tx_clock_before(at, qp->ack_timer_at))
+		return;
+	qp->ack_timer_at = at;
+	hrtimer_start(t, ns_to_ktime(ns), HRTIMER_MODE_REL_PINNED_HARD);
+	trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_ARMED, 1);
+}
+
+/*
+ * The owed ACK went, alone or carried: the hold's timer, queued on this
+ * CPU, is cancelled, which costs no interrupt here.  Queued on another,
+ * it runs on and finds nothing owed (or the next ACK's hold): a cancel
+ * from here would still leave its interrupt there.  Under qp->lock.
+ */
+static void trdma_tx_ack_timer_done(struct trdma_qp *qp)
+{
+	struct hrtimer *t = &qp->ack_timer;
+
+	lockdep_assert_held(&qp->lock);
+	if (hrtimer_is_queued(t) &&
+	    READ_ONCE(t->base)->cpu_base->cpu == raw_smp_processor_id() &&
+	    hrtimer_try_to_cancel(t) == 1)
+		trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_CANCELLED, 1);
+}
+
+/*
  * The receive path owes the peer an ACK.  One the requester did not ask
  * for (no TRDMA_BTH_ACKREQ: nobody waits for that completion, and the
  * requester's SQ has room, see trdma_tx_wants_ack()) waits up to
@@ -133,23 +169,26 @@ static u64 trdma_tx_ack_param_ns(const uint *us)
  * softirq, holding that socket's spinlock, trdma_tx_ack_from_rx()), else
  * by the worker.  Any context.
  *
- * The hold's timer is lazy: a request that carries the ACK leaves it
- * running, and an ACK that becomes owed while it runs arms nothing when
- * it expires soon enough (within ack_delay_us, or ack_coalesce_us for an
- * ACK nobody asked for).  It looks when it expires (trdma_tx_ack_tasklet()):
- * an ACK whose hold (ack_due_at) is over goes, one still held waits the
- * rest.  So a held ACK that no request carries goes at most ack_delay_us
- * late, not at the end of its own hold, and a ping-pong pays a timer
- * event per ack_delay_us instead of an arm, a cancel and an interrupt per
- * message: in a guest each arm reads the emulated clocksource, and a
- * cancel from another CPU than the arming one still takes its interrupt
- * there (docs/performance.md, "The ACK hold's timer").
+ * The hold's timer is pinned to the CPU that armed it.  A transmitter
+ * that carries or sends the ACK on that CPU cancels it, which costs no
+ * interrupt (trdma_tx_ack_timer_done()).  Elsewhere it is lazy: a request
+ * that carries the ACK leaves it running (a cancel from another CPU than
+ * the arming one still takes its interrupt there), and an ACK that
+ * becomes owed while it is queued arms nothing when it expires soon
+ * enough (within ack_delay_us, or ack_coalesce_us for an ACK nobody asked
+ * for).  It looks when it expires (trdma_tx_ack_tasklet()): an ACK whose
+ * hold (ack_due_at) is over goes, one still held waits the rest.  So a
+ * held ACK that no request carries goes at most ack_delay_us late, not at
+ * the end of its own hold, and a ping-pong whose ACKs go out on another
+ * CPU pays a timer event per ack_delay_us instead of an interrupt per
+ * message; one whose ACKs go out on the arming CPU (a host with one CPU)
+ * pays an arm and a local cancel per message, without an interrupt
+ * (docs/performance.md, "The ACK hold's timer").
  */
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 {
 	u64 max = trdma_tx_ack_param_ns(&trdma_ack_delay_us), hold = 0;
 	u64 coalesce = trdma_tx_ack_param_ns(&trdma_ack_coalesce_us);
-	struct hrtimer *t = &qp->ack_timer;
 	u64 within = 0;
 	unsigned long flags;
 	u32 now, due;
@@ -204,13 +243,7 @@ void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 	 * one became owed.  Under qp->lock, as every arm, so that
 	 * ack_timer_at is the queued timer's.
 	 */
-	due = now + trdma_tx_clock_units(within);
-	if (!hrtimer_is_queued(t) ||
-	    trdma_tx_clock_before(due, qp->ack_timer_at)) {
-		qp->ack_timer_at = due;
-		hrtimer_start(t, ns_to_ktime(within), HRTIMER_MODE_REL_HARD);
-		trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_ARMED, 1);
-	}
+	trdma_tx_ack_arm(qp, now, within);
 	spin_unlock_irqrestore(&qp->lock, flags);
 }
 
@@ -271,8 +304,7 @@ enum hrtimer_restart trdma_tx_ack_timer(struct hrtimer *t)
 void trdma_tx_ack_tasklet(struct tasklet_struct *tl)
 {
 	struct trdma_qp *qp = from_tasklet(qp, tl, ack_tasklet);
-	struct hrtimer *t = &qp->ack_timer;
-	u32 now = trdma_tx_clock(), at;
+	u32 now = trdma_tx_clock();
 	unsigned long flags;
 	u64 wait = 0;
 
@@ -286,14 +318,7 @@ void trdma_tx_ack_tasklet(struct tasklet_struct *tl)
 	    trdma_state_connected(qp->state)) {
 		wait = min_t(u64, (u64)(u32)(qp->ack_due_at - now) <<
 				  TRDMA_ACK_CLOCK_SHIFT, TRDMA_ACK_TURN_MAX_NS);
-		at = now + trdma_tx_clock_units(wait);
-		if (!hrtimer_is_queued(t) ||
-		    trdma_tx_clock_before(at, qp->ack_timer_at)) {
-			qp->ack_timer_at = at;
-			hrtimer_start(t, ns_to_ktime(wait),
-				      HRTIMER_MODE_REL_HARD);
-			trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_ARMED, 1);
-		}
+		trdma_tx_ack_arm(qp, now, wait);
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (!wait && !trdma_tx_ack_from_timer(qp))
@@ -629,6 +654,7 @@ static void trdma_tx_ack_seg(struct trdma_qp *qp)
 
 	qp->ack_pending = false;
 	qp->ack_req = false;
+	trdma_tx_ack_timer_done(qp);
 	seg->kind = TRDMA_SEG_CTRL;
 	seg->len = 0;
 	seg->msg_off = 0;
@@ -670,12 +696,10 @@ static bool trdma_tx_next_seg_locked(struct trdma_qp *qp)
 		if (qp->ack_syndrome == TRDMA_AETH_ACK &&
 		    !qp->close_after_nak && qp->rd_head == qp->rd_tail &&
 		    trdma_tx_req_seg(qp, &aeth)) {
-			/*
-			 * Held for this.  The hold's timer runs on: it
-			 * finds nothing owed, or the next ACK's hold.
-			 */
+			/* Held for this. */
 			qp->ack_pending = false;
 			qp->ack_req = false;
+			trdma_tx_ack_timer_done(qp);
 			goto out;
 		}
 		trdma_tx_ack_seg(qp);

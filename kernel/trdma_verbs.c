@@ -136,6 +136,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_TX_DEFERRED].name = "tx_deferred",
 	[TRDMA_CNT_TX_FROM_TIMER].name = "tx_from_timer",
 	[TRDMA_CNT_ACK_TIMER_ARMED].name = "ack_timer_armed",
+	[TRDMA_CNT_ACK_TIMER_CANCELLED].name = "ack_timer_cancelled",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -1,13 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# Part of tests/lab/run-2host (sourced; its check/host/peer): faults across
-# the two hosts.
+# Part of tests/lab/run-2host (sourced; its check/host/peer, lib.sh's
+# eventually): faults across the two hosts.
 # shellcheck shell=bash disable=SC2154
-eventually() {
-	local i
-	for i in $(seq 100); do "$@" && return 0; sleep 0.1; done
-	return 1
-}
 # Faults across hosts (tests/lab/xhost_fault.cc): one RC QP per host carrying
 # every opcode both ways, every byte and completion checked.  Host 2 serves
 # the program's control socket, host 1 connects.

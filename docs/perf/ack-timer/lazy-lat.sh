@@ -18,6 +18,7 @@ one() { # label ko
 	pair trdma0 trdma0 -x ib_send_lat -s 8 -n "$n" -H >/dev/null 2>&1 || { echo "$1: FAILED"; tail -3 /tmp/pair-client.log; }
 	[ -n "$TP" ] && { kill -INT "$pp"; wait "$pp"; }
 	python3 docs/perf/round-trip/summ-lat.py "$1"
+	echo "   $(rdma statistic show link trdma0/1 2>/dev/null | grep -o 'ack_timer_[a-z]* [0-9]*' | tr '\n' ' ')"
 	echo "   LOC +$(( $(awk '$1=="LOC:"{s=0;for(i=2;i<=NF&&$i~/^[0-9]+$/;i++)s+=$i;print s}' /proc/interrupts) - l0 ))"
 	if [ -n "$TP" ]; then
 		perf script -i /tmp/tp.data -F event,trace 2>/dev/null | python3 -c '
