@@ -737,7 +737,9 @@ struct trdma_qp {
 	 * an ACK becomes owed), when the last request went out (jiffies;
 	 * lock-free), the timer that sends the ACK alone if none does (a
 	 * hard one: it only schedules ack_tasklet, which looks and sends;
-	 * lazy: armed under lock, not cancelled but at destroy), when the
+	 * pinned and armed under lock; cancelled by a transmitter that sends
+	 * the owed ACK on the CPU it is queued on, trdma_tx_ack_timer_done(),
+	 * else left running, lazy; cancelled at destroy), when the
 	 * ACK now owed became owed (0 if none or not counted; under lock),
 	 * and when the queued timer expires (meaningful while it is queued;
 	 * under lock).  The _at times are trdma_tx_clock()'s.

@@ -116,9 +116,11 @@ static u64 trdma_tx_ack_param_ns(const uint *us)
 
 /*
  * The hold's timer expires within ns from now (local_clock() units),
- * unless it is queued to expire sooner already.  Under qp->lock, as every
- * arm, so that ack_timer_at is the queued timer's and its base (the CPU
- * it is pinned to) stays put for trdma_tx_ack_timer_done().
+ * unless it is queued to expire sooner already.  Pinned: queued on this
+ * CPU, unless its callback runs on another just now (it stays there) or
+ * CPU hotplug moves it.  Under qp->lock, as every arm, so that
+ * ack_timer_at is the queued timer's and no arm moves it while
+ * trdma_tx_ack_timer_done() looks where it is queued.
  */
 static void trdma_tx_ack_arm(struct trdma_qp *qp, u32 now, u64 ns)
 {
@@ -135,9 +137,12 @@ static void trdma_tx_ack_arm(struct trdma_qp *qp, u32 now, u64 ns)
 
 /*
  * The owed ACK went, alone or carried: the hold's timer, queued on this
- * CPU, is cancelled, which costs no interrupt here.  Queued on another,
- * it runs on and finds nothing owed (or the next ACK's hold): a cancel
- * from here would still leave its interrupt there.  Under qp->lock.
+ * CPU, is cancelled, which costs no interrupt here (at most reprogramming
+ * this CPU's clock event, where it was the next to expire).  Queued on
+ * another, it runs on and finds nothing owed (or the next ACK's hold): a
+ * cancel from here would still leave its interrupt there.  Where it is
+ * queued is only a guess that decides whether to cancel; the cancel
+ * itself is safe from any CPU.  Under qp->lock.
  */
 static void trdma_tx_ack_timer_done(struct trdma_qp *qp)
 {
@@ -169,7 +174,8 @@ static void trdma_tx_ack_timer_done(struct trdma_qp *qp)
  * softirq, holding that socket's spinlock, trdma_tx_ack_from_rx()), else
  * by the worker.  Any context.
  *
- * The hold's timer is pinned to the CPU that armed it.  A transmitter
+ * The hold's timer is pinned to the CPU that armed it (usually; see
+ * trdma_tx_ack_arm()).  A transmitter
  * that carries or sends the ACK on that CPU cancels it, which costs no
  * interrupt (trdma_tx_ack_timer_done()).  Elsewhere it is lazy: a request
  * that carries the ACK leaves it running (a cancel from another CPU than

@@ -230,7 +230,8 @@ TEST_F(DataPathTest, PingPongCarriesTheAcks) {
   // (no interrupt is left behind there), and leaves it running elsewhere:
   // each QP's timer is armed when an ACK becomes owed with none queued,
   // and again where it looked before that ACK's hold ended.  So the arms
-  // not cancelled, each an expiry, come about twice per ack_delay_us (4 ms
+  // not cancelled, each at most one expiry (one that brings a queued
+  // timer forward adds none), come about twice per ack_delay_us (4 ms
   // here) for the two QPs, not once for each held ACK (per message).  A
   // bound by time: it tells the two apart only while a round trip takes
   // less than about 2 ms (the lab's: about 0.1-0.2 ms).
