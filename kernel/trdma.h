@@ -738,7 +738,7 @@ struct trdma_qp {
 	 * lock-free), the timer that sends the ACK alone if none does (a
 	 * hard one: it only schedules ack_tasklet, which looks and sends;
 	 * pinned and armed under lock; cancelled by a transmitter that sends
-	 * the owed ACK on the CPU it is queued on, trdma_tx_ack_timer_done(),
+	 * the owed ACK on the CPU it is queued on, trdma_tx_ack_went(),
 	 * else left running, lazy; cancelled at destroy), when the
 	 * ACK now owed became owed (0 if none or not counted; under lock),
 	 * and when the queued timer expires (meaningful while it is queued;

@@ -120,7 +120,7 @@ static u64 trdma_tx_ack_param_ns(const uint *us)
  * CPU, unless its callback runs on another just now (it stays there) or
  * CPU hotplug moves it.  Under qp->lock, as every arm, so that
  * ack_timer_at is the queued timer's and no arm moves it while
- * trdma_tx_ack_timer_done() looks where it is queued.
+ * trdma_tx_ack_went() looks where it is queued.
  */
 static void trdma_tx_ack_arm(struct trdma_qp *qp, u32 now, u64 ns)
 {
@@ -136,19 +136,21 @@ static void trdma_tx_ack_arm(struct trdma_qp *qp, u32 now, u64 ns)
 }
 
 /*
- * The owed ACK went, alone or carried: the hold's timer, queued on this
- * CPU, is cancelled, which costs no interrupt here (at most reprogramming
- * this CPU's clock event, where it was the next to expire).  Queued on
- * another, it runs on and finds nothing owed (or the next ACK's hold): a
- * cancel from here would still leave its interrupt there.  Where it is
- * queued is only a guess that decides whether to cancel; the cancel
- * itself is safe from any CPU.  Under qp->lock.
+ * The owed ACK went, alone or carried: nothing is owed now, and the hold's
+ * timer, queued on this CPU, is cancelled, which costs no interrupt here
+ * (at most reprogramming this CPU's clock event, where it was the next to
+ * expire).  Queued on another, it runs on and finds nothing owed (or the
+ * next ACK's hold): a cancel from here would still leave its interrupt
+ * there.  Where it is queued is only a guess that decides whether to
+ * cancel; the cancel itself is safe from any CPU.  Under qp->lock.
  */
-static void trdma_tx_ack_timer_done(struct trdma_qp *qp)
+static void trdma_tx_ack_went(struct trdma_qp *qp)
 {
 	struct hrtimer *t = &qp->ack_timer;
 
 	lockdep_assert_held(&qp->lock);
+	qp->ack_pending = false;
+	qp->ack_req = false;
 	if (hrtimer_is_queued(t) &&
 	    READ_ONCE(t->base)->cpu_base->cpu == raw_smp_processor_id() &&
 	    hrtimer_try_to_cancel(t) == 1)
@@ -177,7 +179,7 @@ static void trdma_tx_ack_timer_done(struct trdma_qp *qp)
  * The hold's timer is pinned to the CPU that armed it (usually; see
  * trdma_tx_ack_arm()).  A transmitter
  * that carries or sends the ACK on that CPU cancels it, which costs no
- * interrupt (trdma_tx_ack_timer_done()).  Elsewhere it is lazy: a request
+ * interrupt (trdma_tx_ack_went()).  Elsewhere it is lazy: a request
  * that carries the ACK leaves it running (a cancel from another CPU than
  * the arming one still takes its interrupt there), and an ACK that
  * becomes owed while it is queued arms nothing when it expires soon
@@ -658,9 +660,7 @@ static void trdma_tx_ack_seg(struct trdma_qp *qp)
 	struct trdma_tx_seg *seg = &qp->seg;
 	struct trdma_aeth aeth = trdma_tx_owed_aeth(qp);
 
-	qp->ack_pending = false;
-	qp->ack_req = false;
-	trdma_tx_ack_timer_done(qp);
+	trdma_tx_ack_went(qp);
 	seg->kind = TRDMA_SEG_CTRL;
 	seg->len = 0;
 	seg->msg_off = 0;
@@ -703,9 +703,7 @@ static bool trdma_tx_next_seg_locked(struct trdma_qp *qp)
 		    !qp->close_after_nak && qp->rd_head == qp->rd_tail &&
 		    trdma_tx_req_seg(qp, &aeth)) {
 			/* Held for this. */
-			qp->ack_pending = false;
-			qp->ack_req = false;
-			trdma_tx_ack_timer_done(qp);
+			trdma_tx_ack_went(qp);
 			goto out;
 		}
 		trdma_tx_ack_seg(qp);
