@@ -22,17 +22,6 @@ for i in $(seq "$K"); do
 			timeout 600 build/tools/trdma_qp_scale -d trdma0 -n 5000 -t 2 --settle 10 "${role[@]}" >/tmp/sc.log 2>&1
 			echo "iter $i scale rc=$? ($((SECONDS - t0)) s) $(tail -1 /tmp/sc.log)"
 			tools/lab/barrier -t 300 "sc$i-done" || { echo "barrier failed"; stalled || { sleep 30; exit 4; }; }
-		elif [ "$kind" = small ] || [ "$kind" = wbidir ]; then
-			if [ "$kind" = small ]; then set -- ib_send_bw -s 64 -b -D "${T:-30}"; else set -- ib_write_bw -s 65536 -b -D "${T:-30}"; fi
-			xpair_limit=${XL:-150} xpair "$kind$i" -x "$@" >/tmp/xp.log 2>&1
-			rc=$?
-			[ $rc = 0 ] || { tail -30 /tmp/xp.log; rdma statistic show link trdma0/1 | tr ' ' '\n' | paste - - | grep -v "	0$" | tr '\n' ' '; echo; }
-			echo "iter $i $kind rc=$rc $(pair_figures) ($((SECONDS - t0)) s)"
-			if [ $rc != 0 ]; then
-				echo "pair failed host $TRDMA_LAB_HOST iter $i"
-				ethtool -S "$TRDMA_LAB_IF" | grep -v ": 0$"; grep -i virtio /proc/interrupts
-				stalled || { sleep 30; exit 4; }
-			fi
 		elif [ "$kind" = iperf ] || [ "$kind" = bidir ]; then
 			IPOPT=; [ "$kind" = bidir ] && IPOPT=--bidir
 			# shellcheck disable=SC2086  # empty or one word
@@ -47,11 +36,18 @@ for i in $(seq "$K"); do
 			fi
 			tools/lab/barrier -t 120 "ip$i-done" || { echo "barrier failed host $TRDMA_LAB_HOST iter $i"; sleep 30; exit 4; }
 		else
-			xpair_limit=${XL:-150} xpair "wb$i" -x ib_write_bw -s 65536 -D "${T:-30}" >/dev/null 2>&1
+			case $kind in
+			small) set -- ib_send_bw -s 64 -b ;;
+			wbidir) set -- ib_write_bw -s 65536 -b ;;
+			*) set -- ib_write_bw -s 65536 ;;
+			esac
+			xpair_limit=${XL:-150} xpair "$kind$i" -x "$@" -D "${T:-30}" >/tmp/xp.log 2>&1
 			rc=$?
-			echo "iter $i trdma rc=$rc $(pair_figures) ($((SECONDS - t0)) s)"
+			echo "iter $i $kind rc=$rc $(pair_figures) ($((SECONDS - t0)) s)"
 			if [ $rc != 0 ]; then
 				echo "pair failed host $TRDMA_LAB_HOST iter $i"
+				tail -30 /tmp/xp.log
+				rdma statistic show link trdma0/1 | tr ' ' '\n' | paste - - | grep -v "	0$" | tr '\n' ' '; echo
 				ethtool -S "$TRDMA_LAB_IF" | grep -v ": 0$"; grep -i virtio /proc/interrupts
 				stalled || { sleep 30; exit 4; }
 			fi

@@ -17,9 +17,13 @@ d=$(readlink -f build/vm/last)
 echo "run dir $d"
 while kill -0 "$vp" 2>/dev/null; do
 	if grep -q "transmit queue" "$d"/h1/console.log "$d"/h2/console.log 2>/dev/null; then
-		for h in 1 2; do echo "== h$h"; timeout 10 python3 docs/perf/link-stall/virtio-queues.py "$d/h$h/qmp.sock"; done > "$out/qmp.log" 2>&1
-		sleep 3
-		for h in 1 2; do echo "== h$h again"; timeout 10 python3 docs/perf/link-stall/virtio-queues.py "$d/h$h/qmp.sock"; done >> "$out/qmp.log" 2>&1
+		for pass in 1 2; do
+			for h in 1 2; do
+				echo "== h$h, pass $pass"
+				timeout 10 python3 docs/perf/link-stall/virtio-queues.py "$d/h$h/qmp.sock"
+			done
+			sleep 3
+		done >"$out/qmp.log" 2>&1
 		echo "queried"; break
 	fi
 	sleep 1
