@@ -2,14 +2,10 @@
 # virtio-queues.py SOCK: the virtio-net queues (0: receive, 1: transmit) of
 # the guest whose QMP socket is SOCK (tools/vm's qmp.sock), as qemu sees
 # them (x-query-virtio-queue-status), and its network back end.
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rw')
-def cmd(c, **a):
-    f.write(json.dumps({"execute": c, "arguments": a} if a else {"execute": c}) + "\n"); f.flush()
-    while True:
-        r = json.loads(f.readline())
-        if "return" in r or "error" in r: return r
-json.loads(f.readline()); cmd("qmp_capabilities")
+import json, os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../tools/lab"))
+from qmp import connect
+cmd = connect(sys.argv[1])
 devs = cmd("x-query-virtio")["return"]
 print(devs)
 for d in devs:
