@@ -241,14 +241,17 @@ void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
  * first of a packet's plen.  Those plen bytes may run on into later
  * trdma segments (a corked run) only where they go as one packet
  * (one_packet: not GSO, which would copy the option into packets that
- * start in other segments).  Returns false when there is no such record.
+ * start in other segments).  Returns TRDMA_CNT_TCPOPT_TAGGED with *opt
+ * filled in, TRDMA_CNT_TCPOPT_NO_RECORD where no record holds rel, or
+ * TRDMA_CNT_TCPOPT_SPAN where the packets would run past its segment.
  */
-static bool trdma_txopt_find(struct trdma_txopt *o, u32 rel, u32 plen,
-			     bool one_packet, struct trdma_tcp_opt *opt)
+static enum trdma_counter trdma_txopt_find(struct trdma_txopt *o, u32 rel,
+					   u32 plen, bool one_packet,
+					   struct trdma_tcp_opt *opt)
 {
+	enum trdma_counter why = TRDMA_CNT_TCPOPT_NO_RECORD;
 	const struct trdma_txopt_rec *r = NULL;
 	u32 lo, hi;
-	bool ok = false;
 
 	spin_lock_bh(&o->lock);
 	lo = o->tail;
@@ -265,18 +268,21 @@ static bool trdma_txopt_find(struct trdma_txopt *o, u32 rel, u32 plen,
 			hi = mid;
 		}
 	}
-	if (r && rel - r->start < r->len &&
-	    (one_packet || rel - r->start + plen <= r->len)) {
-		opt->kind = TRDMA_TCPOPT_KIND;
-		opt->len = TRDMA_TCPOPT_LEN;
-		opt->exid = cpu_to_be16(TRDMA_TCPOPT_EXID);
-		opt->op_qpn = r->op_qpn;
-		opt->msn = r->msn;
-		opt->offset = cpu_to_be32(r->start);
-		ok = true;
-	}
+	if (!r || rel - r->start >= r->len)
+		goto out;
+	why = TRDMA_CNT_TCPOPT_SPAN;
+	if (!one_packet && rel - r->start + plen > r->len)
+		goto out;
+	opt->kind = TRDMA_TCPOPT_KIND;
+	opt->len = TRDMA_TCPOPT_LEN;
+	opt->exid = cpu_to_be16(TRDMA_TCPOPT_EXID);
+	opt->op_qpn = r->op_qpn;
+	opt->msn = r->msn;
+	opt->offset = cpu_to_be32(r->start);
+	why = TRDMA_CNT_TCPOPT_TAGGED;
+out:
 	spin_unlock_bh(&o->lock);
-	return ok;
+	return why;
 }
 
 /*
@@ -321,6 +327,7 @@ static int trdma_tcpopt_insert(struct sk_buff *skb, u32 nhlen, u32 thlen,
 static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 				     const struct nf_hook_state *state)
 {
+	enum trdma_counter why = TRDMA_CNT_TCPOPT_UNFIT;
 	bool v6 = state->pf == NFPROTO_IPV6;
 	struct sock *sk = skb->sk;
 	struct trdma_tcp_opt opt;
@@ -358,19 +365,27 @@ static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 	if ((s32)(rel - (1 + sizeof(struct trdma_hello))) < 0)
 		return NF_ACCEPT;	/* a hello */
 
+	if (skb->ip_summed != CHECKSUM_PARTIAL || !skb_dst(skb))
+		goto left_off;
 	seglen = nhlen + thlen + TRDMA_TCPOPT_LEN +
 		 (skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : plen);
+	why = TRDMA_CNT_TCPOPT_NO_ROOM;
 	if (thlen + TRDMA_TCPOPT_LEN > MAX_TCP_OPTION_SPACE + sizeof(*th) ||
-	    skb->ip_summed != CHECKSUM_PARTIAL || !skb_dst(skb) ||
-	    seglen > dst_mtu(skb_dst(skb)) ||
-	    !trdma_txopt_find(&qp->txopt, rel, plen, !skb_is_gso(skb), &opt) ||
-	    trdma_tcpopt_insert(skb, nhlen, thlen, &opt, v6))
+	    seglen > dst_mtu(skb_dst(skb)))
+		goto left_off;
+	why = trdma_txopt_find(&qp->txopt, rel, plen, !skb_is_gso(skb), &opt);
+	if (why != TRDMA_CNT_TCPOPT_TAGGED)
+		goto left_off;
+	why = TRDMA_CNT_TCPOPT_UNFIT;
+	if (trdma_tcpopt_insert(skb, nhlen, thlen, &opt, v6))
 		goto left_off;
 	trdma_count(qp->tdev, TRDMA_CNT_TCPOPT_TAGGED, 1);
 	return NF_ACCEPT;
 
 left_off:
+	/* The total, and why. */
 	trdma_count(qp->tdev, TRDMA_CNT_TCPOPT_LEFT_OFF, 1);
+	trdma_count(qp->tdev, why, 1);
 	return NF_ACCEPT;
 }
 

@@ -141,5 +141,10 @@ counter() {
 		grep -A1 -x "$1" | tail -n1
 }
 positive() { local v; v=$(counter "$@"); [ -n "$v" ] && [ "$v" -gt 0 ]; }
+# TCP's retransmitted segments in this namespace (/proc/net/snmp).
+tcp_retrans() {
+	awk '/^Tcp:/ { if (!n) { for (i = 1; i <= NF; i++) f[$i] = i; n = 1 }
+		else print $f["RetransSegs"] }' /proc/net/snmp
+}
 zero() { [ "$(counter "$@")" = 0 ]; }
 
