@@ -65,9 +65,9 @@ modprobe sch_netem
 check "netem on $TRDMA_LAB_IF: $netem" \
 	tc qdisc add dev "$TRDMA_LAB_IF" root netem $netem # split on purpose
 tools/lab/barrier netem-on
-r0=$(nstat -az TcpRetransSegs | awk '/TcpRetransSegs/ {print $2}')
+r0=$(tcp_retrans)
 check "every opcode across hosts, byte-exact, under netem" xrun xnetem 30
-echo "nstat TcpRetransSegs on host $host under netem: +$(($(nstat -az TcpRetransSegs | awk '/TcpRetransSegs/ {print $2}') - r0))"
+echo "TCP RetransSegs on host $host under netem: +$(($(tcp_retrans) - r0))"
 ss -tin '( sport = :4791 or dport = :4791 )' | grep -o 'retrans:[0-9/]*' | head -3
 tc -s qdisc show dev "$TRDMA_LAB_IF" | grep -A2 netem
 tc qdisc del dev "$TRDMA_LAB_IF" root
