@@ -12,27 +12,17 @@ cd "$(dirname "$0")/../../.." || exit 1
 ev=(-e irq_vectors:local_timer_entry -e timer:hrtimer_start)
 [ "${HPET:-0}" = 1 ] && ev+=(-e probe:read_hpet)
 acks=(ack_timer_armed ack_timer_cancelled tx_from_timer acks_sent acks_carried)
-cnt() { # the trdma0 counters named in acks, on one line
-	local s c
-	s=$(rdma statistic show link trdma0/1 | tr ' ' '\n')
-	for c in "${acks[@]}"; do
-		printf '%s ' "$(echo "$s" | grep -A1 -x "$c" | tail -n1)"
-	done
-}
 run() { # label perftest-args... addr
 	local label=$1; shift
 	pair ib_send_lat 8 stat -a "${ev[@]}" -- "$@"
 	echo "$label $(figure 8) $(counts "$n")"
 }
 trdma() { # label value
-	local c0 c1 i
+	local c0
 	echo "$2" > "/sys/module/trdma/parameters/$P" || exit 1
-	read -ra c0 <<< "$(cnt)"
+	c0=$(trdma_snap "${acks[@]}")
 	run "$1 $P=$2" "${TRDMA[@]}"
-	read -ra c1 <<< "$(cnt)"
-	for i in "${!acks[@]}"; do
-		printf ' %s %.2f' "${acks[i]}" "$(((c1[i] - c0[i]) * 100 / n))e-2"
-	done
+	trdma_deltas "$n" "$c0" "$(trdma_snap "${acks[@]}")" "${acks[@]}"
 	echo
 }
 siw_up

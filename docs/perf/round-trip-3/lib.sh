@@ -46,6 +46,26 @@ siw_up() {
 # shellcheck disable=SC2034 # for the scripts that source this
 SIW=(-d siw0 -R 10.233.0.1)
 
+# trdma_snap NAME...: those counters of trdma0, on one line.
+trdma_snap() {
+	local s c
+	s=$(rdma statistic show link trdma0/1 | tr ' ' '\n')
+	for c; do
+		printf '%s ' "$(echo "$s" | grep -A1 -x "$c" | tail -n1)"
+	done
+}
+
+# trdma_deltas PER BEFORE AFTER NAME...: " NAME growth" for each counter
+# of two trdma_snap lines of the same NAMEs, the growth per PER.
+trdma_deltas() {
+	local per=$1 b a i=0 c
+	read -ra b <<< "$2"; read -ra a <<< "$3"; shift 3
+	for c; do
+		printf ' %s %.2f' "$c" "$(((a[i] - b[i]) * 100 / per))e-2"
+		i=$((i + 1))
+	done
+}
+
 # trdma0 on the lab's netdev (the module loaded already); TRDMA: the
 # perftest arguments that reach it (its IPv4-mapped GID).
 trdma_up() {

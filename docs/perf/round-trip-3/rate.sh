@@ -11,23 +11,13 @@ ev=(-e sched:sched_switch -e sched:sched_wakeup -e sched:sched_migrate_task
 	-e irq_vectors:call_function_single_entry)
 cs=(sq_doorbells tx_deferred tx_from_rx tx_corked tx_segments rx_segments
 	acks_sent acks_carried ack_timer_armed)
-cnt() {
-	local s c
-	s=$(rdma statistic show link trdma0/1 | tr ' ' '\n')
-	for c in "${cs[@]}"; do
-		printf '%s ' "$(echo "$s" | grep -A1 -x "$c" | tail -n1)"
-	done
-}
 siw_up
 modprobe trdma && trdma_up
 echo "messages $n; per thousand messages: perf events, then trdma's counters"
 for r in $(seq "${R:-6}"); do
-	read -ra c0 <<< "$(cnt)"
+	c0=$(trdma_snap "${cs[@]}")
 	pair ib_send_bw 64 stat -a "${ev[@]}" -- "${TRDMA[@]}"
-	read -ra c1 <<< "$(cnt)"
 	printf 'r%s %s %s\n ' "$r" "$(figure 64)" "$(counts $((n / 1000)))"
-	for i in "${!cs[@]}"; do
-		printf ' %s %s' "${cs[i]}" "$(((c1[i] - c0[i]) * 1000 / n))"
-	done
+	trdma_deltas $((n / 1000)) "$c0" "$(trdma_snap "${cs[@]}")" "${cs[@]}"
 	echo
 done
