@@ -131,6 +131,7 @@ enum trdma_counter {
 	TRDMA_CNT_TX_FROM_TIMER,
 	TRDMA_CNT_ACK_TIMER_ARMED,
 	TRDMA_CNT_ACK_TIMER_CANCELLED,
+	TRDMA_CNT_TX_BACKLOG_FLUSHES,
 	TRDMA_NUM_COUNTERS
 };
 
@@ -705,6 +706,12 @@ struct trdma_qp {
 	struct mutex tx_mutex;		/* see above */
 	unsigned long tx_flags;		/* TRDMA_TX_OWNED, TRDMA_TX_FRAG */
 	atomic_t tx_again;		/* lock-free */
+	/*
+	 * The transmitter's run owns qp->sock's socket (lock_sock(), held
+	 * from its first send to its end, trdma_tx_sock_hold()).
+	 * Transmitter only, process context.
+	 */
+	bool tx_sk_held;
 	struct work_struct tx_work;
 	struct trdma_swqe_info *swi;	/* indexed like swq; under lock */
 	u32 sq_tx;			/* next WQE to transmit; under lock */

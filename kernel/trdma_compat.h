@@ -14,6 +14,7 @@
 #include <linux/socket.h>
 #include <linux/uio.h>
 #include <net/sock.h>
+#include <net/tcp.h>
 #include <rdma/uverbs_ioctl.h>
 
 /*
@@ -72,15 +73,19 @@ trdma_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset, u64 length, u64 iova,
 #endif
 
 /*
- * Hands len bytes of a page to a socket without copying them: sendpage
- * where the kernel has it, sendmsg with MSG_SPLICE_PAGES where that
- * replaced it (6.5 on).  A page TCP may not hold a reference to (slab
+ * Hands len bytes of a page to the socket sk without copying them:
+ * sendpage where the kernel has it, sendmsg with MSG_SPLICE_PAGES where
+ * that replaced it (6.5 on).  A page TCP may not hold a reference to (slab
  * memory of a kernel consumer, !sendpage_ok) is copied instead, as
- * nvme-tcp does.  Process context, socket not locked.
+ * nvme-tcp does.  Process context; locked: the caller owns the socket
+ * (lock_sock()), which must be TCP's own (not kTLS's).
  */
-static inline int trdma_sendpage(struct socket *sock, struct page *page,
-				 int offset, size_t len, int flags)
+static inline int trdma_sendpage(struct sock *sk, bool locked,
+				 struct page *page, int offset, size_t len,
+				 int flags)
 {
+	struct socket *sock = sk->sk_socket;
+
 	if (!sendpage_ok(page)) {
 		struct msghdr msg = { .msg_flags = flags };
 		struct kvec iov;
@@ -89,11 +94,14 @@ static inline int trdma_sendpage(struct socket *sock, struct page *page,
 
 		iov.iov_base = va + offset;
 		iov.iov_len = len;
-		rv = kernel_sendmsg(sock, &msg, &iov, 1, len);
+		rv = locked ? kernel_sendmsg_locked(sk, &msg, &iov, 1, len) :
+			      kernel_sendmsg(sock, &msg, &iov, 1, len);
 		kunmap_local(va);
 		return rv;
 	}
 #ifdef TRDMA_HAVE_KERNEL_SENDPAGE
+	if (locked)
+		return kernel_sendpage_locked(sk, page, offset, len, flags);
 	return kernel_sendpage(sock, page, offset, len, flags);
 #else
 	struct msghdr msg = { .msg_flags = flags | MSG_SPLICE_PAGES };
@@ -101,6 +109,8 @@ static inline int trdma_sendpage(struct socket *sock, struct page *page,
 
 	bvec_set_page(&bvec, page, len, offset);
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, &bvec, 1, len);
+	if (locked)
+		return tcp_sendmsg_locked(sk, &msg, len);
 	return sock_sendmsg(sock, &msg);
 #endif
 }

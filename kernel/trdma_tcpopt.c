@@ -205,6 +205,18 @@ int trdma_txopt_eor(struct trdma_qp *qp)
 	return qp->txopt.on ? MSG_EOR : 0;
 }
 
+/* trdma_txopt_mark_eor(), taking the socket unless the transmitter owns it. */
+static void trdma_txopt_mark_eor_tx(struct trdma_qp *qp, struct sock *sk)
+{
+	if (qp->tx_sk_held) {
+		trdma_txopt_mark_eor(sk);
+		return;
+	}
+	lock_sock(sk);
+	trdma_txopt_mark_eor(sk);
+	release_sock(sk);
+}
+
 /*
  * Ends the skb the last bytes queued went into (its EOR mark), so that
  * the next trdma segment starts a new one: before a segment that would
@@ -213,11 +225,8 @@ int trdma_txopt_eor(struct trdma_qp *qp)
  */
 void trdma_txopt_boundary(struct trdma_qp *qp, struct socket *sock)
 {
-	if (!qp->txopt.on)
-		return;
-	lock_sock(sock->sk);
-	trdma_txopt_mark_eor(sock->sk);
-	release_sock(sock->sk);
+	if (qp->txopt.on)
+		trdma_txopt_mark_eor_tx(qp, sock->sk);
 }
 
 /*
@@ -229,11 +238,8 @@ void trdma_txopt_end(struct trdma_qp *qp, struct socket *sock, u32 len,
 		     bool eor_sent)
 {
 	qp->txopt.next += len;
-	if (!qp->txopt.on || eor_sent)
-		return;
-	lock_sock(sock->sk);
-	trdma_txopt_mark_eor(sock->sk);
-	release_sock(sock->sk);
+	if (qp->txopt.on && !eor_sent)
+		trdma_txopt_mark_eor_tx(qp, sock->sk);
 }
 
 /*

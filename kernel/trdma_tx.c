@@ -65,6 +65,11 @@ module_param_named(tx_cork, trdma_tx_cork_on, bool, 0644);
 MODULE_PARM_DESC(tx_cork,
 		 "pack small segments with more behind them into one TCP segment (1)");
 
+static bool trdma_tx_hold_sock_on = true;
+module_param_named(tx_hold_sock, trdma_tx_hold_sock_on, bool, 0644);
+MODULE_PARM_DESC(tx_hold_sock,
+		 "the transmitter owns the socket for a whole run, not per send (1)");
+
 static bool trdma_tx_defer_on = true;
 module_param_named(tx_defer, trdma_tx_defer_on, bool, 0644);
 MODULE_PARM_DESC(tx_defer,
@@ -772,7 +777,8 @@ static bool trdma_tx_next_seg(struct trdma_qp *qp)
 
 /*
  * Hands len bytes at buf to TCP, never waiting; locked: the caller holds
- * the socket (its spinlock, in softirq).  Bytes taken, or -errno.
+ * the socket (its spinlock, in softirq, or owns it, trdma_tx_sock_hold()).
+ * Bytes taken, or -errno.
  */
 static int trdma_tx_copy(struct sock *sk, bool locked, const void *buf,
 			 u32 len, int flags)
@@ -960,7 +966,7 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		kunmap_local(src);
 		trdma_mr_page_put(mr, page, false);
 		trdma_mr_put(mr);
-		rv = trdma_tx_copy(sock->sk, false, bounce, n, flags);
+		rv = trdma_tx_copy(sock->sk, qp->tx_sk_held, bounce, n, flags);
 		kfree(bounce);
 		return rv;
 	}
@@ -968,10 +974,11 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 		/* A local mapping may be held across the socket lock's sleep. */
 		void *src = kmap_local_page(page);
 
-		rv = trdma_tx_copy(sock->sk, false, src + pg_off, n, flags);
+		rv = trdma_tx_copy(sock->sk, qp->tx_sk_held, src + pg_off, n,
+				   flags);
 		kunmap_local(src);
 	} else {
-		rv = trdma_sendpage(sock, page, pg_off, n,
+		rv = trdma_sendpage(sock->sk, qp->tx_sk_held, page, pg_off, n,
 				    MSG_DONTWAIT | MSG_NOSIGNAL | flags);
 	}
 	trdma_mr_page_put(mr, page, false);
@@ -989,7 +996,8 @@ static int trdma_tx_wqe_payload(struct trdma_qp *qp, struct socket *sock)
 	const struct trdma_sge *sge;
 
 	if (data)
-		return trdma_tx_copy(sock->sk, false, data + off, left, 0);
+		return trdma_tx_copy(sock->sk, qp->tx_sk_held, data + off, left,
+				     0);
 
 	sge = trdma_sge_at(sqe, &off);
 	if (!sge)
@@ -1105,6 +1113,61 @@ static void trdma_tx_uncork(struct trdma_qp *qp)
 }
 
 /*
+ * The transmitter's run owns its socket (tx_hold_sock): lock_sock() before
+ * its first send, release_sock() when it stops, the *_locked sends between,
+ * as tcp_sendmsg() owns it for one write(); not a lock and a release per
+ * call, one per page of a message and one per small segment.  What arrives
+ * meanwhile (TCP's ACKs, the peer's requests and answers) waits in the
+ * socket's backlog, and what TCP's timers and TSQ find while the socket is
+ * owned waits for its release (tcp_release_cb()).  After each send where
+ * either waits, the run lets go of the socket and takes it again, which
+ * does both, as each send's own release did before; where nothing waits
+ * it goes on owning it.  (Reading only the backlog, sk_flush_backlog(),
+ * which in 6.1 leaves TCP's deferred work for later, and reading it only
+ * every 16 sends, as tcp_sendmsg() does every 16 skbs, measured no better:
+ * docs/performance.md.)  The data segments of a run leave from its CPU: an
+ * ACK processed in a softirq elsewhere while the run owns the socket does
+ * not send the bytes it lets out from there.  Not over kTLS, whose sendmsg
+ * takes the lock itself.  Process context, owning the transmitter (so never
+ * waiting for the TRDMA_TX_OWNED bit while owning the socket).
+ */
+static void trdma_tx_sock_hold(struct trdma_qp *qp)
+{
+	if (qp->tx_sk_held || qp->tls || !READ_ONCE(trdma_tx_hold_sock_on))
+		return;
+	lock_sock(qp->sock->sk);
+	qp->tx_sk_held = true;
+}
+
+static void trdma_tx_sock_let_go(struct trdma_qp *qp)
+{
+	if (!qp->tx_sk_held)
+		return;
+	qp->tx_sk_held = false;
+	release_sock(qp->sock->sk);
+}
+
+/* TCP's work that waits for the socket's owner (tcp_release_cb()). */
+#define TRDMA_TCP_DEFERRED	(TCPF_TSQ_DEFERRED | TCPF_WRITE_TIMER_DEFERRED | \
+				 TCPF_DELACK_TIMER_DEFERRED | \
+				 TCPF_MTU_REDUCED_DEFERRED)
+
+/* A send or segment went: what waits for the socket, done now. */
+static void trdma_tx_sock_sent(struct trdma_qp *qp)
+{
+	struct sock *sk = qp->sock->sk;
+
+	if (!qp->tx_sk_held)
+		return;
+	if (!READ_ONCE(sk->sk_backlog.tail) &&
+	    !(READ_ONCE(sk->sk_tsq_flags) & TRDMA_TCP_DEFERRED))
+		return;
+	release_sock(sk);
+	lock_sock(sk);
+	trdma_count(qp->tdev, TRDMA_CNT_TX_BACKLOG_FLUSHES, 1);
+}
+
+/*
  * Pushes the current segment.  0 when all of it is out.  A small payload
  * is copied behind the headers and goes with them in one call; the last
  * bytes of a segment sent that way carry MSG_EOR (TCP starts the next
@@ -1141,7 +1204,8 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 	}
 	flat = seg->hdr_len + (seg->copied ? seg->len : 0);
 	while (seg->hdr_sent < flat) {
-		rv = trdma_tx_copy(sock->sk, locked, seg->hdr + seg->hdr_sent,
+		rv = trdma_tx_copy(sock->sk, locked || qp->tx_sk_held,
+				   seg->hdr + seg->hdr_sent,
 				   flat - seg->hdr_sent,
 				   !trdma_seg_flat(seg) || seg->corked ?
 				   MSG_MORE : trdma_txopt_eor(qp));
@@ -1162,6 +1226,7 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 		if (rv == 0)
 			return -EAGAIN;
 		seg->sent += rv;
+		trdma_tx_sock_sent(qp);
 	}
 	return 0;
 }
@@ -1312,6 +1377,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			trdma_frag_note(qp, qp->sock->sk);
 			break;
 		}
+		trdma_tx_sock_hold(qp);
 		rv = trdma_tx_push(qp, qp->sock, false);
 		if (rv == -EAGAIN)
 			break;	/* write_space kicks us again */
@@ -1324,6 +1390,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			trdma_frag_note(qp, qp->sock->sk);
 			break;
 		}
+		trdma_tx_sock_sent(qp);
 		if (qp->close_after_nak && !qp->ack_pending) {
 			/* The NAK is out: now the connection goes. */
 			qp->close_after_nak = false;
@@ -1333,6 +1400,7 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			break;
 		}
 	}
+	trdma_tx_sock_let_go(qp);
 	trdma_tx_uncork(qp);
 	return rv;
 }

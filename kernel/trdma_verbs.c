@@ -141,6 +141,7 @@ static const struct rdma_stat_desc trdma_counter_descs[] = {
 	[TRDMA_CNT_TX_FROM_TIMER].name = "tx_from_timer",
 	[TRDMA_CNT_ACK_TIMER_ARMED].name = "ack_timer_armed",
 	[TRDMA_CNT_ACK_TIMER_CANCELLED].name = "ack_timer_cancelled",
+	[TRDMA_CNT_TX_BACKLOG_FLUSHES].name = "tx_backlog_flushes",
 };
 
 struct rdma_hw_stats *trdma_alloc_hw_port_stats(struct ib_device *ibdev,

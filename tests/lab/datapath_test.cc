@@ -1524,22 +1524,9 @@ TEST_F(DataPathTest, SmallSendsPostedTogetherShareTcpSegments) {
              disagree0 = Counter("tcp_option_disagree");
   for (int b = 0; b < batches; b++) {
     ASSERT_NO_FATAL_FAILURE(StageSmallSends(b * n, n, len, 7));
-    std::vector<ibv_sge> sg(n);
-    std::vector<ibv_send_wr> wr(n);
-    for (int i = 0; i < n; i++) {
-      const int k = b * n + i;
-      sg[i] = {reinterpret_cast<uintptr_t>(a_.buf.data() + k * len), len,
-               a_.mr->lkey};
-      wr[i] = {};
-      wr[i].wr_id = k;
-      wr[i].opcode = IBV_WR_SEND;
-      wr[i].sg_list = &sg[i];
-      wr[i].num_sge = 1;
-      wr[i].send_flags = IBV_SEND_SIGNALED;
-      wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
-    }
+    WrList l = Chain(a_, IBV_WR_SEND, b * n * len, len, n, b * n);
     ibv_send_wr *bad = nullptr;
-    ASSERT_EQ(ibv_post_send(a_.qp, wr.data(), &bad), 0);
+    ASSERT_EQ(ibv_post_send(a_.qp, l.wr.data(), &bad), 0);
     ASSERT_NO_FATAL_FAILURE(ExpectInOrder(n, b * n, 1, n, b * n, len));
   }
   ASSERT_EQ(0, memcmp(a_.buf.data(), b_.buf.data(), n * batches * len));
@@ -1648,6 +1635,85 @@ TEST_F(DataPathTest, TwoThreadsPostingOnOneQpLoseNoSend) {
       ASSERT_EQ(0, memcmp(got, src.data() + (t * kPer + i) * len, len))
           << "round " << r << " thread " << t << " SEND " << i;
     }
+  }
+  ibv_wc extra;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &extra), 0);
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &extra), 0);
+}
+
+// The transmitter's run owns its socket (tx_hold_sock, docs/operations.md);
+// what arrives meanwhile (TCP's ACKs, the peer's own segments) waits in the
+// socket's backlog, and after a send that finds something waiting the run
+// lets go of the socket and takes it again.  Both QPs streaming at once,
+// 64 KiB WRITEs one way and SENDs the other, posted as lists: with the
+// socket owned for the run and without, every message completes once, in
+// order, and lands whole; owned, the runs let go mid-run for what waited
+// (tx_backlog_flushes), not owned, never.
+TEST_F(DataPathTest, TransmitterOwningItsSocketOrNotMovesTheSameBytes) {
+  constexpr int kMsgs = 32, kRounds = 4;
+  constexpr uint32_t kLen = 64 << 10;
+  constexpr size_t kSendAt = 4 << 20;  // SEND sources, receive targets
+  for (const char *hold : {"1", "0"}) {
+    ModuleParam p("tx_hold_sock", hold);
+    ASSERT_TRUE(p.ok());
+    const long flushes0 = Counter("tx_backlog_flushes");
+    for (int r = 0; r < kRounds; r++) {
+      Fill(a_.buf, 0, kMsgs * kLen, 100 + r);
+      Fill(b_.buf, kSendAt, kMsgs * kLen, 200 + r);
+      std::fill(b_.buf.begin(), b_.buf.begin() + kMsgs * kLen, 0);
+      std::fill(a_.buf.begin() + kSendAt,
+                a_.buf.begin() + kSendAt + kMsgs * kLen, 0);
+      for (int i = 0; i < kMsgs; i++)
+        ASSERT_EQ(PostRecv(a_, i, Sges(a_, kSendAt + i * kLen, kLen, 1)), 0);
+      WrList w = Chain(a_, IBV_WR_RDMA_WRITE, 0, kLen, kMsgs);
+      for (int i = 0; i < kMsgs; i++) {
+        w.wr[i].wr.rdma.remote_addr =
+            reinterpret_cast<uintptr_t>(b_.buf.data() + i * kLen);
+        w.wr[i].wr.rdma.rkey = b_.mr->rkey;
+      }
+      WrList snd = Chain(b_, IBV_WR_SEND, kSendAt, kLen, kMsgs);
+      ibv_send_wr *bad = nullptr;
+      ASSERT_EQ(ibv_post_send(a_.qp, w.wr.data(), &bad), 0);
+      ASSERT_EQ(ibv_post_send(b_.qp, snd.wr.data(), &bad), 0);
+      int writes = 0, recvs = 0, sends = 0;
+      while (writes + recvs < 2 * kMsgs) {
+        ibv_wc wc = Wait(a_.cq);
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS)
+            << "tx_hold_sock=" << hold << " round " << r << ": "
+            << ibv_wc_status_str(wc.status);
+        if (wc.opcode == IBV_WC_RECV) {
+          ASSERT_EQ(wc.wr_id, static_cast<uint64_t>(recvs++));
+          ASSERT_EQ(wc.byte_len, kLen);
+        } else {
+          ASSERT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
+          ASSERT_EQ(wc.wr_id, static_cast<uint64_t>(writes++));
+        }
+      }
+      while (sends < kMsgs) {
+        ibv_wc wc = Wait(b_.cq);
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS)
+            << "tx_hold_sock=" << hold << " round " << r << ": "
+            << ibv_wc_status_str(wc.status);
+        ASSERT_EQ(wc.opcode, IBV_WC_SEND);
+        ASSERT_EQ(wc.wr_id, static_cast<uint64_t>(sends++));
+      }
+      ASSERT_EQ(0, memcmp(a_.buf.data(), b_.buf.data(), kMsgs * kLen))
+          << "WRITEs, tx_hold_sock=" << hold << " round " << r << ": "
+          << Diff(a_.buf.data(), b_.buf.data(), kMsgs * kLen);
+      ASSERT_EQ(0, memcmp(b_.buf.data() + kSendAt, a_.buf.data() + kSendAt,
+                          kMsgs * kLen))
+          << "SENDs, tx_hold_sock=" << hold << " round " << r << ": "
+          << Diff(b_.buf.data() + kSendAt, a_.buf.data() + kSendAt,
+                  kMsgs * kLen);
+    }
+    const long flushes = Counter("tx_backlog_flushes") - flushes0;
+    std::cout << "[          ] tx_hold_sock=" << hold << ": " << flushes
+              << " let-gos mid-run for what waited, " << 2 * kRounds * kMsgs
+              << " messages of 64 KiB" << std::endl;
+    if (hold[0] == '1')
+      EXPECT_GT(flushes, 0);
+    else
+      EXPECT_EQ(flushes, 0);
   }
   ibv_wc extra;
   EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &extra), 0);

@@ -288,6 +288,31 @@ class DataPathTest : public ::testing::Test {
     return ibv_post_recv(qp, &wr, &bad);
   }
 
+  // n signaled one-SGE WRs of op chained through next, for one
+  // ibv_post_send(): the i-th (wr_id first_id + i) over the len bytes of
+  // s's buffer at off + i * len.  A WRITE's remote address is left to the
+  // caller.
+  struct WrList {
+    std::vector<ibv_sge> sg;
+    std::vector<ibv_send_wr> wr;
+  };
+  WrList Chain(Side &s, ibv_wr_opcode op, size_t off, uint32_t len, int n,
+               uint64_t first_id = 0) {
+    WrList l{std::vector<ibv_sge>(n), std::vector<ibv_send_wr>(n)};
+    for (int i = 0; i < n; i++) {
+      l.sg[i] = {reinterpret_cast<uintptr_t>(s.buf.data() + off + i * len),
+                 len, s.mr->lkey};
+      l.wr[i] = {};
+      l.wr[i].wr_id = first_id + i;
+      l.wr[i].opcode = op;
+      l.wr[i].sg_list = &l.sg[i];
+      l.wr[i].num_sge = 1;
+      l.wr[i].send_flags = IBV_SEND_SIGNALED;
+      l.wr[i].next = i + 1 < n ? &l.wr[i + 1] : nullptr;
+    }
+    return l;
+  }
+
   int PostSend(Side &s, uint64_t id, ibv_wr_opcode op, std::vector<ibv_sge> sg,
                uint64_t raddr = 0, uint32_t rkey = 0, uint32_t imm = 0,
                int flags = IBV_SEND_SIGNALED) {
