@@ -49,6 +49,7 @@ static void trdma_tx_kick_lazy(struct trdma_qp *qp)
 
 static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk);
 static bool trdma_tx_ack_from_timer(struct trdma_qp *qp);
+static void trdma_tx_sock_let_go(struct trdma_qp *qp);
 
 static uint trdma_ack_delay_us = 500;
 module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
@@ -833,6 +834,9 @@ static int trdma_tx_mr_copy(struct trdma_qp *qp, u32 key, u64 va, u32 len,
 
 	if (!mr)
 		return -EFAULT;
+	/* Its pages may be faulted in or mapped, sleeping: the socket free. */
+	if (sleep && (mr->odp || mr->dmabuf))
+		trdma_tx_sock_let_go(qp);
 	while (len) {
 		u32 pg_off, n;
 		struct page *page = trdma_mr_page_get(mr, va, false, &pg_off,
@@ -934,6 +938,12 @@ static int trdma_tx_mr(struct trdma_qp *qp, struct socket *sock, u32 key,
 
 	if (!mr)
 		return -EFAULT;
+	/*
+	 * Its pages may be faulted in or mapped, sleeping: not while the run
+	 * owns the socket, whose receive path and TCP timers would wait.
+	 */
+	if (mr->odp || mr->dmabuf)
+		trdma_tx_sock_let_go(qp);
 	/*
 	 * A dma-buf MR's bytes go through a bounce page: TCP keeps no
 	 * reference to a page the exporter may move, and the page is given
@@ -1127,15 +1137,21 @@ static void trdma_tx_uncork(struct trdma_qp *qp)
  * every 16 sends, as tcp_sendmsg() does every 16 skbs, measured no better:
  * docs/performance.md.)  The data segments of a run leave from its CPU: an
  * ACK processed in a softirq elsewhere while the run owns the socket does
- * not send the bytes it lets out from there.  Not over kTLS, whose sendmsg
- * takes the lock itself.  Process context, owning the transmitter (so never
- * waiting for the TRDMA_TX_OWNED bit while owning the socket).
+ * not send the bytes it lets out from there.  Nothing that may sleep on
+ * memory (an ODP MR's faults, a dma-buf's mapping) runs while it owns the
+ * socket: it lets go first, and takes the socket again at the next
+ * segment.  Not over kTLS or another upper layer protocol, whose sendmsg
+ * takes the lock itself.  Process context, owning the transmitter (so
+ * never waiting for the TRDMA_TX_OWNED bit while owning the socket).
  */
 static void trdma_tx_sock_hold(struct trdma_qp *qp)
 {
-	if (qp->tx_sk_held || qp->tls || !READ_ONCE(trdma_tx_hold_sock_on))
+	struct sock *sk = qp->sock->sk;
+
+	if (qp->tx_sk_held || qp->tls || inet_csk(sk)->icsk_ulp_ops ||
+	    !READ_ONCE(trdma_tx_hold_sock_on))
 		return;
-	lock_sock(qp->sock->sk);
+	lock_sock(sk);
 	qp->tx_sk_held = true;
 }
 
@@ -1168,6 +1184,19 @@ static void trdma_tx_sock_sent(struct trdma_qp *qp)
 }
 
 /*
+ * A READ's or atomic's local buffers, faulted in (or mapped) before the
+ * request goes (trdma_sqe_prefetch(), which may sleep): not owning the
+ * socket.
+ */
+static void trdma_tx_prefetch(struct trdma_qp *qp,
+			      const struct trdma_sqe *sqe)
+{
+	if (trdma_is_read(sqe->opcode) || trdma_is_atomic(sqe->opcode))
+		trdma_tx_sock_let_go(qp);
+	trdma_sqe_prefetch(qp, sqe);
+}
+
+/*
  * Pushes the current segment.  0 when all of it is out.  A small payload
  * is copied behind the headers and goes with them in one call; the last
  * bytes of a segment sent that way carry MSG_EOR (TCP starts the next
@@ -1185,7 +1214,7 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 
 	if (!seg->opt_noted) {
 		if (!locked && seg->kind == TRDMA_SEG_WQE)
-			trdma_sqe_prefetch(qp, trdma_swq_slot(qp, seg->wqe));
+			trdma_tx_prefetch(qp, trdma_swq_slot(qp, seg->wqe));
 		if (seg->len && seg->len <= TRDMA_TX_COPY_MAX) {
 			rv = trdma_tx_gather(qp, locked);
 			if (rv)
@@ -1202,6 +1231,8 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 			return -EAGAIN;
 		seg->opt_noted = true;
 	}
+	if (!locked)
+		trdma_tx_sock_hold(qp);
 	flat = seg->hdr_len + (seg->copied ? seg->len : 0);
 	while (seg->hdr_sent < flat) {
 		rv = trdma_tx_copy(sock->sk, locked || qp->tx_sk_held,
@@ -1377,7 +1408,6 @@ static int trdma_tx_run(struct trdma_qp *qp)
 			trdma_frag_note(qp, qp->sock->sk);
 			break;
 		}
-		trdma_tx_sock_hold(qp);
 		rv = trdma_tx_push(qp, qp->sock, false);
 		if (rv == -EAGAIN)
 			break;	/* write_space kicks us again */
