@@ -707,9 +707,10 @@ struct trdma_qp {
 	unsigned long tx_flags;		/* TRDMA_TX_OWNED, TRDMA_TX_FRAG */
 	atomic_t tx_again;		/* lock-free */
 	/*
-	 * The transmitter's run owns qp->sock's socket (lock_sock(), held
-	 * from its first send to its end, trdma_tx_sock_hold()).
-	 * Transmitter only, process context.
+	 * The transmitter's run owns qp->sock's socket (lock_sock(),
+	 * trdma_tx_sock_hold()): from a segment's first send until the run
+	 * ends or lets go before sleeping on MR memory.  Transmitter only,
+	 * process context.
 	 */
 	bool tx_sk_held;
 	struct work_struct tx_work;

@@ -1138,11 +1138,13 @@ static void trdma_tx_uncork(struct trdma_qp *qp)
  * docs/performance.md.)  The data segments of a run leave from its CPU: an
  * ACK processed in a softirq elsewhere while the run owns the socket does
  * not send the bytes it lets out from there.  Nothing that may sleep on
- * memory (an ODP MR's faults, a dma-buf's mapping) runs while it owns the
- * socket: it lets go first, and takes the socket again at the next
- * segment.  Not over kTLS or another upper layer protocol, whose sendmsg
- * takes the lock itself.  Process context, owning the transmitter (so
- * never waiting for the TRDMA_TX_OWNED bit while owning the socket).
+ * MR memory (an ODP MR's faults, a dma-buf's mapping, a READ's prefetch)
+ * runs while it owns the socket: it lets go first, and takes the socket
+ * again at the next segment.  Allocations may sleep while it owns it (the
+ * option's records growing), as tcp_sendmsg()'s own do.  Not over kTLS or
+ * another upper layer protocol, whose sendmsg takes the lock itself.
+ * Process context, owning the transmitter (so never waiting for the
+ * TRDMA_TX_OWNED bit while owning the socket).
  */
 static void trdma_tx_sock_hold(struct trdma_qp *qp)
 {
