@@ -928,7 +928,7 @@ void trdma_dmabuf_exit(void);
 struct page *trdma_dmabuf_page_get(struct trdma_mr *mr, u64 va, u32 *pg_off,
 				   bool sleep);
 void trdma_dmabuf_page_put(struct trdma_mr *mr);
-void trdma_dmabuf_prefetch(struct trdma_mr *mr);
+void trdma_dmabuf_prefetch(struct trdma_qp *qp, struct trdma_mr *mr);
 void trdma_dmabuf_release(struct trdma_mr *mr);
 
 /* trdma_cq.c */
@@ -1089,6 +1089,7 @@ void trdma_tx_unlock(struct trdma_qp *qp);
 void trdma_tx_sync(struct trdma_qp *qp);
 void trdma_tx_rnr_work(struct work_struct *work);
 void trdma_tx_work(struct work_struct *work);
+void trdma_tx_sock_let_go(struct trdma_qp *qp);
 
 /* trdma_rx.c */
 void trdma_rx_data_ready(struct sock *sk);

@@ -321,13 +321,15 @@ void trdma_dmabuf_page_put(struct trdma_mr *mr)
 
 /*
  * Maps a dma-buf MR that move_notify unmapped, before a READ or atomic
- * response is placed into it (the receive path cannot map).  Process
- * context.
+ * response is placed into it (the receive path cannot map).  The QP's
+ * transmitter, process context: it lets go of the socket before it maps.
  */
-void trdma_dmabuf_prefetch(struct trdma_mr *mr)
+void trdma_dmabuf_prefetch(struct trdma_qp *qp, struct trdma_mr *mr)
 {
-	if (!READ_ONCE(mr->dmabuf->valid))
-		trdma_dmabuf_map(mr->dmabuf);
+	if (READ_ONCE(mr->dmabuf->valid))
+		return;
+	trdma_tx_sock_let_go(qp);
+	trdma_dmabuf_map(mr->dmabuf);
 }
 
 #define TRDMA_DMABUF_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \

@@ -708,7 +708,8 @@ void trdma_mr_page_put(struct trdma_mr *mr, struct page *page, bool write)
  * Faults in the local buffers a READ or atomic response will be placed
  * into, where they are in ODP MRs (maps a dma-buf MR a move unmapped):
  * the receive path in softirq cannot, and would stall until its work has
- * (trdma_rx.c).  Process context, when the request goes.
+ * (trdma_rx.c).  The transmitter, when the request goes: it lets go of
+ * the socket first where it will fault or map, which may sleep.
  */
 void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe)
 {
@@ -728,11 +729,13 @@ void trdma_sqe_prefetch(struct trdma_qp *qp, const struct trdma_sqe *sqe)
 		if (!mr)
 			continue;
 		if (mr->dmabuf)
-			trdma_dmabuf_prefetch(mr);
+			trdma_dmabuf_prefetch(qp, mr);
 		if (mr->odp && !trdma_mr_check(mr, to_tpd(qp->ibqp.pd),
 					       sge->addr, sge->length,
-					       IB_ACCESS_LOCAL_WRITE))
+					       IB_ACCESS_LOCAL_WRITE)) {
+			trdma_tx_sock_let_go(qp);
 			trdma_odp_fault(mr, sge->addr, sge->length, true);
+		}
 		trdma_mr_put(mr);
 	}
 }

@@ -49,7 +49,6 @@ static void trdma_tx_kick_lazy(struct trdma_qp *qp)
 
 static bool trdma_tx_ack_from_rx(struct trdma_qp *qp, struct sock *sk);
 static bool trdma_tx_ack_from_timer(struct trdma_qp *qp);
-static void trdma_tx_sock_let_go(struct trdma_qp *qp);
 
 static uint trdma_ack_delay_us = 500;
 module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
@@ -1157,7 +1156,11 @@ static void trdma_tx_sock_hold(struct trdma_qp *qp)
 	qp->tx_sk_held = true;
 }
 
-static void trdma_tx_sock_let_go(struct trdma_qp *qp)
+/*
+ * Before what may sleep on MR memory: trdma_tx_mr(), trdma_tx_mr_copy()
+ * and trdma_sqe_prefetch().  The transmitter only.
+ */
+void trdma_tx_sock_let_go(struct trdma_qp *qp)
 {
 	if (!qp->tx_sk_held)
 		return;
@@ -1186,19 +1189,6 @@ static void trdma_tx_sock_sent(struct trdma_qp *qp)
 }
 
 /*
- * A READ's or atomic's local buffers, faulted in (or mapped) before the
- * request goes (trdma_sqe_prefetch(), which may sleep): not owning the
- * socket.
- */
-static void trdma_tx_prefetch(struct trdma_qp *qp,
-			      const struct trdma_sqe *sqe)
-{
-	if (trdma_is_read(sqe->opcode) || trdma_is_atomic(sqe->opcode))
-		trdma_tx_sock_let_go(qp);
-	trdma_sqe_prefetch(qp, sqe);
-}
-
-/*
  * Pushes the current segment.  0 when all of it is out.  A small payload
  * is copied behind the headers and goes with them in one call; the last
  * bytes of a segment sent that way carry MSG_EOR (TCP starts the next
@@ -1216,7 +1206,7 @@ static int trdma_tx_push(struct trdma_qp *qp, struct socket *sock,
 
 	if (!seg->opt_noted) {
 		if (!locked && seg->kind == TRDMA_SEG_WQE)
-			trdma_tx_prefetch(qp, trdma_swq_slot(qp, seg->wqe));
+			trdma_sqe_prefetch(qp, trdma_swq_slot(qp, seg->wqe));
 		if (seg->len && seg->len <= TRDMA_TX_COPY_MAX) {
 			rv = trdma_tx_gather(qp, locked);
 			if (rv)

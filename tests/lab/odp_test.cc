@@ -9,8 +9,17 @@
 // ODP MRs (the whole address space, ImplicitOdpTest): the same on memory
 // at unrelated addresses, memory mapped after the registration and
 // buffers that span the kernel's 2 MiB chunks; dereg and process exit
-// with chunks in use.  (dma-buf MRs: dmabuf_test.cc.)
+// with chunks in use.  A transmitter that sleeps in a fault lets go of its
+// socket, so the peer's segments are placed meanwhile (OdpSleepTest, over
+// a FUSE file whose reads the test holds back).  (dma-buf MRs:
+// dmabuf_test.cc.)
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,8 +28,12 @@
 #include <atomic>
 #include <chrono>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -419,6 +432,306 @@ TEST_F(OdpTest, AdvisePrefetch) {
   ibv_sge pinned = Sges(a_, 0, 4096, 1)[0];
   EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &pinned, 1),
             0);
+}
+
+// A file system this process serves itself over /dev/fuse: files f0, f1,
+// ... of kFileLen bytes each (file k holds the pattern named kFileKey + k),
+// whose reads wait until Open() (or kGateMax, so that a test that fails
+// does not hang the process).  A page of one of its files mapped into an
+// ODP MR is faulted in by a FUSE read: the kernel sleeps as long as the
+// gate is shut.  Mounted under a fresh directory; root only.
+class GatedFuse {
+ public:
+  static constexpr uint32_t kFileLen = 64 << 10;
+  static constexpr uint64_t kFileKey = 7000;
+  static constexpr auto kGateMax = std::chrono::seconds(20);
+
+  explicit GatedFuse(int files) : files_(files) {
+    for (int k = 0; k < files; k++) {
+      data_.emplace_back(kFileLen);
+      Pattern(data_.back().data(), kFileLen, kFileKey + k);
+    }
+    char tmpl[] = "/tmp/trdma-fuse-XXXXXX";
+    if (!mkdtemp(tmpl)) return;
+    dir_ = tmpl;
+    fd_ = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (fd_ < 0) return;
+    const std::string opts = "fd=" + std::to_string(fd_) +
+                             ",rootmode=40000,user_id=0,group_id=0";
+    if (mount("trdma-gated", dir_.c_str(), "fuse", MS_NOSUID | MS_NODEV,
+              opts.c_str()))
+      return;
+    mounted_ = true;
+    server_ = std::thread([this] { Serve(); });
+  }
+
+  ~GatedFuse() {
+    Open();
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+    stop_ = true;
+    if (server_.joinable()) server_.join();
+    if (fd_ >= 0) close(fd_);
+    if (!dir_.empty()) rmdir(dir_.c_str());
+  }
+
+  bool ok() const { return mounted_; }
+  std::string Path(int k) const { return dir_ + "/f" + std::to_string(k); }
+
+  // READ requests that came in so far (each waits for the gate).
+  int Reads() const { return reads_.load(); }
+
+  // Waits up to `limit` for more than `before` READs.
+  bool WaitReads(int before, std::chrono::seconds limit) const {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (Reads() <= before) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+
+  // Whether the gate is still shut (it opens by itself after kGateMax).
+  bool Shut() const { return !open_.load(); }
+
+  void Open() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+  void Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = false;
+    shut_at_ = std::chrono::steady_clock::now();
+  }
+
+ private:
+  // Inode 1 is the root, 2 + k file k.
+  static void Attr(fuse_attr *a, uint64_t ino) {
+    *a = {};
+    a->ino = ino;
+    a->nlink = 1;
+    a->blksize = 4096;
+    if (ino == FUSE_ROOT_ID) {
+      a->mode = S_IFDIR | 0755;
+    } else {
+      a->mode = S_IFREG | 0644;
+      a->size = kFileLen;
+      a->blocks = kFileLen / 512;
+    }
+  }
+
+  void Reply(const fuse_in_header &in, int error, const void *p,
+             size_t len) {
+    fuse_out_header out = {};
+    out.len = sizeof(out) + (error ? 0 : len);
+    out.error = error;
+    out.unique = in.unique;
+    iovec iov[2] = {{&out, sizeof(out)}, {const_cast<void *>(p), len}};
+    (void)!writev(fd_, iov, error || !len ? 1 : 2);
+  }
+
+  void Serve() {
+    // Touched before the first request: nothing here faults a page in or
+    // maps memory while a READ waits.
+    std::vector<uint8_t> buf(FUSE_MIN_READ_BUFFER + (1 << 20));
+    while (!stop_) {
+      pollfd p = {fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = read(fd_, buf.data(), buf.size());
+      if (n < 0 && errno == ENODEV) return;  // unmounted
+      if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) continue;
+      Handle(*reinterpret_cast<const fuse_in_header *>(buf.data()),
+             buf.data() + sizeof(fuse_in_header));
+    }
+  }
+
+  void Handle(const fuse_in_header &in, const uint8_t *arg) {
+    switch (in.opcode) {
+      case FUSE_INIT: {
+        const auto *i = reinterpret_cast<const fuse_init_in *>(arg);
+        fuse_init_out o = {};
+        o.major = FUSE_KERNEL_VERSION;
+        o.minor = std::min<uint32_t>(i->minor, FUSE_KERNEL_MINOR_VERSION);
+        o.max_readahead = i->max_readahead;
+        o.max_background = 16;
+        o.congestion_threshold = 12;
+        o.max_write = 4096;
+        o.time_gran = 1;
+        Reply(in, 0, &o, sizeof(o));
+        return;
+      }
+      case FUSE_LOOKUP: {
+        const char *name = reinterpret_cast<const char *>(arg);
+        int k = -1;
+        if (in.nodeid == FUSE_ROOT_ID && name[0] == 'f')
+          k = atoi(name + 1);
+        if (k < 0 || k >= files_ || name[1] < '0' || name[1] > '9') {
+          Reply(in, -ENOENT, nullptr, 0);
+          return;
+        }
+        fuse_entry_out e = {};
+        e.nodeid = 2 + k;
+        e.generation = 1;
+        e.entry_valid = e.attr_valid = 3600;
+        Attr(&e.attr, e.nodeid);
+        Reply(in, 0, &e, sizeof(e));
+        return;
+      }
+      case FUSE_GETATTR: {
+        fuse_attr_out a = {};
+        a.attr_valid = 3600;
+        Attr(&a.attr, in.nodeid);
+        Reply(in, 0, &a, sizeof(a));
+        return;
+      }
+      case FUSE_OPEN:
+      case FUSE_OPENDIR: {
+        fuse_open_out o = {};
+        o.fh = in.nodeid;
+        Reply(in, 0, &o, sizeof(o));
+        return;
+      }
+      case FUSE_READ: {
+        const auto *r = reinterpret_cast<const fuse_read_in *>(arg);
+        reads_++;
+        {
+          std::unique_lock<std::mutex> l(mu_);
+          cv_.wait_until(l, shut_at_ + kGateMax,
+                         [this] { return open_.load(); });
+          open_ = true;
+        }
+        const uint64_t k = in.nodeid - 2;
+        if (k >= static_cast<uint64_t>(files_) || r->offset >= kFileLen) {
+          Reply(in, 0, nullptr, 0);
+          return;
+        }
+        const size_t len = std::min<uint64_t>(r->size, kFileLen - r->offset);
+        Reply(in, 0, data_[k].data() + r->offset, len);
+        return;
+      }
+      case FUSE_FORGET:
+      case FUSE_BATCH_FORGET:
+      case FUSE_INTERRUPT:
+        return;  // no reply
+      case FUSE_FLUSH:
+      case FUSE_RELEASE:
+      case FUSE_RELEASEDIR:
+        Reply(in, 0, nullptr, 0);
+        return;
+      default:
+        Reply(in, -ENOSYS, nullptr, 0);
+    }
+  }
+
+  const int files_;
+  std::vector<std::vector<uint8_t>> data_;
+  std::string dir_;
+  int fd_ = -1;
+  bool mounted_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread server_;
+  std::atomic<int> reads_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> open_{true};
+  std::chrono::steady_clock::time_point shut_at_;
+};
+
+// While the transmitter sleeps on MR memory, the QP's socket is not owned:
+// the peer's segments are placed and complete meanwhile.  a_ sends or
+// READs into a file mapping (MAP_PRIVATE) of a GatedFuse file registered
+// as ODP, right behind a small SEND in the same post (so the run owns the
+// socket when it gets there): the fault in of the file's page waits for a
+// FUSE read the test holds back.  b_'s SEND to a_ meanwhile must be
+// received.  Then the gate opens and everything completes, with the
+// file's bytes sent and the READ's bytes placed.
+class OdpSleepTest : public DataPathTest {};
+
+TEST_F(OdpSleepTest, PeerSegmentsArePlacedWhileTransmitterFaults) {
+  ASSERT_EQ(system("modprobe fuse"), 0);
+  GatedFuse fs(2);
+  ASSERT_TRUE(fs.ok()) << "FUSE mount: " << strerror(errno);
+  const uint32_t len = GatedFuse::kFileLen;
+  for (int k = 0; k < 2; k++) {
+    SCOPED_TRACE(k == 0 ? "SEND from the file" : "READ into the file");
+    int fd = open(fs.Path(k).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << fs.Path(k) << ": " << strerror(errno);
+    void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    ASSERT_NE(m, MAP_FAILED);
+    auto *file = static_cast<uint8_t *>(m);
+    ibv_mr *mr = ibv_reg_mr(pd_, file, len, kOdpAccess);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    const uint64_t base = 100 * k;
+
+    // b_ takes the small SEND (and the file's); a_ takes b_'s.
+    ASSERT_EQ(PostRecv(b_, base, Sges(b_, 0, 4096, 1)), 0);
+    if (k == 0) {
+      ASSERT_EQ(PostRecv(b_, base + 1, Sges(b_, 8192, len, 1)), 0);
+    }
+    ASSERT_EQ(PostRecv(a_, base + 2, Sges(a_, 8192, 4096, 1)), 0);
+    Pattern(b_.buf.data() + (1 << 20), len, 8000 + k);
+    Pattern(b_.buf.data() + 4096, 300, 9000 + k);
+
+    ibv_sge small = {Addr(a_.buf.data()), 512, a_.mr->lkey};
+    ibv_sge big = {Addr(file), len, mr->lkey};
+    ibv_send_wr wr[2] = {}, *bad;
+    wr[0].wr_id = base + 3;
+    wr[0].opcode = IBV_WR_SEND;
+    wr[0].sg_list = &small;
+    wr[0].num_sge = 1;
+    wr[0].next = &wr[1];
+    wr[1].wr_id = base + 4;
+    wr[1].opcode = k == 0 ? IBV_WR_SEND : IBV_WR_RDMA_READ;
+    wr[1].sg_list = &big;
+    wr[1].num_sge = 1;
+    wr[1].send_flags = IBV_SEND_SIGNALED;
+    wr[1].wr.rdma.remote_addr = Addr(b_.buf.data() + (1 << 20));
+    wr[1].wr.rdma.rkey = b_.mr->rkey;
+
+    // The post may transmit itself, from this context, where the socket
+    // is free: it posts from a thread of its own, which may sleep there.
+    const int reads = fs.Reads();
+    fs.Close();
+    int posted = -1;
+    std::thread poster([&] { posted = ibv_post_send(a_.qp, wr, &bad); });
+    const bool faulting = fs.WaitReads(reads, std::chrono::seconds(10));
+    bool placed = false;
+    ibv_wc wc = {};
+    if (faulting) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      EXPECT_EQ(PostSend(b_, base + 5, IBV_WR_SEND, Sges(b_, 4096, 300, 1)),
+                0);
+      wc = Wait(a_.cq);
+      placed = fs.Shut();
+    }
+    fs.Open();
+    poster.join();
+    ASSERT_EQ(posted, 0);
+    ASSERT_TRUE(faulting) << "the file's page was not faulted in";
+    EXPECT_TRUE(placed) << "b_'s SEND was placed only after the fault";
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+    EXPECT_EQ(wc.wr_id, base + 2);
+    EXPECT_TRUE(IsPattern(a_.buf.data() + 8192, 300, 9000 + k));
+
+    wc = Wait(a_.cq);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.wr_id, base + 4);
+    // The small SEND, the file's SEND (k == 0), and b_'s SEND.
+    for (int i = 0; i < (k == 0 ? 3 : 2); i++) {
+      wc = Wait(b_.cq);
+      EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    }
+    if (k == 0)
+      EXPECT_TRUE(IsPattern(b_.buf.data() + 8192, len,
+                            GatedFuse::kFileKey + k));
+    else
+      EXPECT_TRUE(IsPattern(file, len, 8000 + k));
+    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    munmap(file, len);
+  }
 }
 
 // A WRITE with the ODP MR's rkey past its end, or after its dereg, fails
