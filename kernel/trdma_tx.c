@@ -1164,6 +1164,7 @@ void trdma_tx_sock_let_go(struct trdma_qp *qp)
 {
 	if (!qp->tx_sk_held)
 		return;
+	lockdep_assert_held(&qp->tx_mutex);
 	qp->tx_sk_held = false;
 	release_sock(qp->sock->sk);
 }

@@ -16,8 +16,10 @@
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -28,11 +30,11 @@
 #include <atomic>
 #include <chrono>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
-#include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -434,27 +436,34 @@ TEST_F(OdpTest, AdvisePrefetch) {
             0);
 }
 
-// A file system this process serves itself over /dev/fuse: files f0, f1,
-// ... of kFileLen bytes each (file k holds the pattern named kFileKey + k),
-// whose reads wait until Open() (or kGateMax, so that a test that fails
-// does not hang the process).  A page of one of its files mapped into an
-// ODP MR is faulted in by a FUSE read: the kernel sleeps as long as the
-// gate is shut.  Mounted under a fresh directory; root only.
+// A file system served over /dev/fuse by a child process of the test:
+// files f0, f1, ... of kFileLen bytes each (file k holds the pattern named
+// kFileKey + k), whose reads wait until Open() (or kGateMax, so that a
+// test that fails does not hang).  A page of one of its files mapped into
+// an ODP MR is faulted in by a FUSE read: the kernel sleeps, holding the
+// test's mmap_lock for reading, as long as the gate is shut.  The server
+// is another process so that nothing it does waits for that lock.
+// Mounted under a fresh directory; root only.
 class GatedFuse {
  public:
   static constexpr uint32_t kFileLen = 64 << 10;
   static constexpr uint64_t kFileKey = 7000;
-  static constexpr auto kGateMax = std::chrono::seconds(20);
+  static constexpr auto kGateMax = std::chrono::seconds(30);
 
   explicit GatedFuse(int files) : files_(files) {
     for (int k = 0; k < files; k++) {
       data_.emplace_back(kFileLen);
       Pattern(data_.back().data(), kFileLen, kFileKey + k);
     }
+    buf_.assign(FUSE_MIN_READ_BUFFER + (1 << 20), 0);
+    void *m = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    sh_ = new (m) Shared();
     char tmpl[] = "/tmp/trdma-fuse-XXXXXX";
     if (!mkdtemp(tmpl)) return;
     dir_ = tmpl;
-    fd_ = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    fd_ = open("/dev/fuse", O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd_ < 0) return;
     const std::string opts = "fd=" + std::to_string(fd_) +
                              ",rootmode=40000,user_id=0,group_id=0";
@@ -462,23 +471,37 @@ class GatedFuse {
               opts.c_str()))
       return;
     mounted_ = true;
-    server_ = std::thread([this] { Serve(); });
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      Serve();
+      _exit(0);
+    }
   }
 
   ~GatedFuse() {
-    Open();
+    if (sh_) Open();
     if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
-    stop_ = true;
-    if (server_.joinable()) server_.join();
+    if (pid_ > 0) {
+      sh_->stop = true;
+      int st;
+      for (int i = 0; i < 200 && waitpid(pid_, &st, WNOHANG) == 0; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (waitpid(pid_, &st, WNOHANG) == 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &st, 0);
+      }
+    }
     if (fd_ >= 0) close(fd_);
     if (!dir_.empty()) rmdir(dir_.c_str());
+    if (sh_) munmap(sh_, sizeof(Shared));
   }
 
-  bool ok() const { return mounted_; }
+  bool ok() const { return mounted_ && pid_ > 0; }
   std::string Path(int k) const { return dir_ + "/f" + std::to_string(k); }
 
   // READ requests that came in so far (each waits for the gate).
-  int Reads() const { return reads_.load(); }
+  int Reads() const { return sh_->reads.load(); }
 
   // Waits up to `limit` for more than `before` READs.
   bool WaitReads(int before, std::chrono::seconds limit) const {
@@ -490,22 +513,19 @@ class GatedFuse {
     return true;
   }
 
-  // Whether the gate is still shut (it opens by itself after kGateMax).
-  bool Shut() const { return !open_.load(); }
-
-  void Open() {
-    std::lock_guard<std::mutex> l(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
-  void Close() {
-    std::lock_guard<std::mutex> l(mu_);
-    open_ = false;
-    shut_at_ = std::chrono::steady_clock::now();
-  }
+  // Whether the gate is still shut (the server opens it after kGateMax).
+  bool Shut() const { return !sh_->open.load(); }
+  void Open() { sh_->open = true; }
+  void Close() { sh_->open = false; }
 
  private:
+  // What the test and the server share.
+  struct Shared {
+    std::atomic<int> reads{0};
+    std::atomic<bool> open{true};
+    std::atomic<bool> stop{false};
+  };
+
   // Inode 1 is the root, 2 + k file k.
   static void Attr(fuse_attr *a, uint64_t ino) {
     *a = {};
@@ -531,18 +551,16 @@ class GatedFuse {
     (void)!writev(fd_, iov, error || !len ? 1 : 2);
   }
 
+  // The child: allocates nothing (its buffers were made before the fork).
   void Serve() {
-    // Touched before the first request: nothing here faults a page in or
-    // maps memory while a READ waits.
-    std::vector<uint8_t> buf(FUSE_MIN_READ_BUFFER + (1 << 20));
-    while (!stop_) {
+    while (!sh_->stop) {
       pollfd p = {fd_, POLLIN, 0};
       if (poll(&p, 1, 50) <= 0) continue;
-      ssize_t n = read(fd_, buf.data(), buf.size());
+      ssize_t n = read(fd_, buf_.data(), buf_.size());
       if (n < 0 && errno == ENODEV) return;  // unmounted
       if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) continue;
-      Handle(*reinterpret_cast<const fuse_in_header *>(buf.data()),
-             buf.data() + sizeof(fuse_in_header));
+      Handle(*reinterpret_cast<const fuse_in_header *>(buf_.data()),
+             buf_.data() + sizeof(fuse_in_header));
     }
   }
 
@@ -564,9 +582,10 @@ class GatedFuse {
       case FUSE_LOOKUP: {
         const char *name = reinterpret_cast<const char *>(arg);
         int k = -1;
-        if (in.nodeid == FUSE_ROOT_ID && name[0] == 'f')
+        if (in.nodeid == FUSE_ROOT_ID && name[0] == 'f' &&
+            name[1] >= '0' && name[1] <= '9')
           k = atoi(name + 1);
-        if (k < 0 || k >= files_ || name[1] < '0' || name[1] > '9') {
+        if (k < 0 || k >= files_) {
           Reply(in, -ENOENT, nullptr, 0);
           return;
         }
@@ -594,13 +613,12 @@ class GatedFuse {
       }
       case FUSE_READ: {
         const auto *r = reinterpret_cast<const fuse_read_in *>(arg);
-        reads_++;
-        {
-          std::unique_lock<std::mutex> l(mu_);
-          cv_.wait_until(l, shut_at_ + kGateMax,
-                         [this] { return open_.load(); });
-          open_ = true;
-        }
+        sh_->reads++;
+        const auto end = std::chrono::steady_clock::now() + kGateMax;
+        while (!sh_->open && !sh_->stop &&
+               std::chrono::steady_clock::now() < end)
+          usleep(1000);
+        sh_->open = true;
         const uint64_t k = in.nodeid - 2;
         if (k >= static_cast<uint64_t>(files_) || r->offset >= kFileLen) {
           Reply(in, 0, nullptr, 0);
@@ -626,16 +644,12 @@ class GatedFuse {
 
   const int files_;
   std::vector<std::vector<uint8_t>> data_;
+  std::vector<uint8_t> buf_;
+  Shared *sh_ = nullptr;
   std::string dir_;
   int fd_ = -1;
   bool mounted_ = false;
-  std::atomic<bool> stop_{false};
-  std::thread server_;
-  std::atomic<int> reads_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::atomic<bool> open_{true};
-  std::chrono::steady_clock::time_point shut_at_;
+  pid_t pid_ = -1;
 };
 
 // While the transmitter sleeps on MR memory, the QP's socket is not owned:
@@ -661,8 +675,11 @@ TEST_F(OdpSleepTest, PeerSegmentsArePlacedWhileTransmitterFaults) {
     close(fd);
     ASSERT_NE(m, MAP_FAILED);
     auto *file = static_cast<uint8_t *>(m);
+    std::unique_ptr<void, std::function<void(void *)>> unmap(
+        m, [len](void *p) { munmap(p, len); });
     ibv_mr *mr = ibv_reg_mr(pd_, file, len, kOdpAccess);
     ASSERT_NE(mr, nullptr) << strerror(errno);
+    std::unique_ptr<ibv_mr, int (*)(ibv_mr *)> dereg(mr, ibv_dereg_mr);
     const uint64_t base = 100 * k;
 
     // b_ takes the small SEND (and the file's); a_ takes b_'s.
@@ -689,6 +706,15 @@ TEST_F(OdpSleepTest, PeerSegmentsArePlacedWhileTransmitterFaults) {
     wr[1].send_flags = IBV_SEND_SIGNALED;
     wr[1].wr.rdma.remote_addr = Addr(b_.buf.data() + (1 << 20));
     wr[1].wr.rdma.rkey = b_.mr->rkey;
+    // b_'s SEND, made now: nothing in the window below allocates (a brk
+    // would wait for the mmap_lock the fault holds).
+    ibv_sge bs = {Addr(b_.buf.data() + 4096), 300, b_.mr->lkey};
+    ibv_send_wr bw = {}, *bbad;
+    bw.wr_id = base + 5;
+    bw.opcode = IBV_WR_SEND;
+    bw.sg_list = &bs;
+    bw.num_sge = 1;
+    bw.send_flags = IBV_SEND_SIGNALED;
 
     // The post may transmit itself, from this context, where the socket
     // is free: it posts from a thread of its own, which may sleep there.
@@ -701,8 +727,7 @@ TEST_F(OdpSleepTest, PeerSegmentsArePlacedWhileTransmitterFaults) {
     ibv_wc wc = {};
     if (faulting) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      EXPECT_EQ(PostSend(b_, base + 5, IBV_WR_SEND, Sges(b_, 4096, 300, 1)),
-                0);
+      EXPECT_EQ(ibv_post_send(b_.qp, &bw, &bbad), 0);
       wc = Wait(a_.cq);
       placed = fs.Shut();
     }
@@ -729,8 +754,7 @@ TEST_F(OdpSleepTest, PeerSegmentsArePlacedWhileTransmitterFaults) {
                             GatedFuse::kFileKey + k));
     else
       EXPECT_TRUE(IsPattern(file, len, 8000 + k));
-    ASSERT_EQ(ibv_dereg_mr(mr), 0);
-    munmap(file, len);
+    ASSERT_EQ(ibv_dereg_mr(dereg.release()), 0);
   }
 }
 
