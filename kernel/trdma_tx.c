@@ -1157,8 +1157,9 @@ static void trdma_tx_sock_hold(struct trdma_qp *qp)
 }
 
 /*
- * Before what may sleep on MR memory: trdma_tx_mr(), trdma_tx_mr_copy()
- * and trdma_sqe_prefetch().  The transmitter only.
+ * Ends the run's ownership: when the run stops, and before what may sleep
+ * on MR memory (trdma_tx_mr(), trdma_tx_mr_copy(), trdma_sqe_prefetch()).
+ * The transmitter only.
  */
 void trdma_tx_sock_let_go(struct trdma_qp *qp)
 {
