@@ -456,9 +456,8 @@ class GatedFuse {
       Pattern(data_.back().data(), kFileLen, kFileKey + k);
     }
     buf_.assign(FUSE_MIN_READ_BUFFER + (1 << 20), 0);
-    void *m = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return;
+    uint8_t *m = MapShared(sizeof(Shared));
+    if (!m) return;
     sh_ = new (m) Shared();
     char tmpl[] = "/tmp/trdma-fuse-XXXXXX";
     if (!mkdtemp(tmpl)) return;
