@@ -1109,5 +1109,6 @@ int trdma_place_sges_buf(struct trdma_qp *qp, const struct trdma_sge *sge,
 /* trdma_main.c, for the datagram receive path (RCU, any context) */
 
 extern struct workqueue_struct *trdma_wq;
+extern struct workqueue_struct *trdma_tx_wq;
 
 #endif /* _TRDMA_H */

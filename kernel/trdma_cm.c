@@ -35,6 +35,14 @@ MODULE_PARM_DESC(accept_timeout,
 struct workqueue_struct *trdma_wq;
 
 /*
+ * The QPs' transmit work (trdma_tx_kick()): per CPU, so that it runs on
+ * the CPU trdma_tx_cpu() picks, and high priority, so that it does not
+ * wait behind a process that polls there (perftest, a polling ULP); with a
+ * rescuer, as kernel ULPs' sends may be what frees memory.
+ */
+struct workqueue_struct *trdma_tx_wq;
+
+/*
  * Connection set-up has workqueues of its own.  An active side's dial
  * blocks until the peer answers (trdma_cm_dial(), up to accept_timeout + 5
  * seconds), and the answer may need this host's own accept and pending
@@ -1668,9 +1676,15 @@ int trdma_cm_init(void)
 	trdma_accept_wq = alloc_ordered_workqueue("trdma_accept", 0);
 	if (!trdma_accept_wq)
 		goto err_dial_wq;
+	trdma_tx_wq = alloc_workqueue("trdma_tx", WQ_HIGHPRI | WQ_MEM_RECLAIM,
+				      0);
+	if (!trdma_tx_wq)
+		goto err_accept_wq;
 	INIT_DELAYED_WORK(&trdma_pending_work, trdma_pending_scan);
 	return 0;
 
+err_accept_wq:
+	destroy_workqueue(trdma_accept_wq);
 err_dial_wq:
 	destroy_workqueue(trdma_dial_wq);
 err_wq:
@@ -1687,6 +1701,7 @@ void trdma_cm_exit(void)
 	cancel_delayed_work_sync(&trdma_pending_work);
 	trdma_pending_close_net(NULL);
 	trdma_closing_flush(NULL);
+	destroy_workqueue(trdma_tx_wq);
 	destroy_workqueue(trdma_accept_wq);
 	destroy_workqueue(trdma_dial_wq);
 	destroy_workqueue(trdma_wq);

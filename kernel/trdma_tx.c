@@ -23,9 +23,50 @@
 #include "trdma.h"
 #include "trdma_verbs.h"
 
+static bool trdma_tx_spread_on = true;
+module_param_named(tx_spread, trdma_tx_spread_on, bool, 0444);
+MODULE_PARM_DESC(tx_spread,
+		 "the worker transmits on another CPU than the one that kicks it (1), or where the scheduler puts it (0); read at load");
+
+/* QPs kicked from one CPU spread over at most this many after it. */
+#define TRDMA_TX_SPREAD		8
+
+/*
+ * The CPU the worker transmits on: not the kicker's, so that the kicker
+ * (a poster that goes on posting, the receive path, the ACK hold's
+ * tasklet) and the transmitter work side by side, as a poster and a NIC's
+ * send engine do, rather than one after the other on one CPU while
+ * another stands by; QPs kicked from one CPU spread over the next few by
+ * QPN.  The worker kicking itself again stays where it runs.  A choice,
+ * not a binding: where the CPU goes offline meanwhile, its pool's workers
+ * run the work unbound.  siw (a transmit thread per CPU) and NVMe/TCP
+ * (a CPU per queue) also steer their transmit work.
+ */
+static int trdma_tx_cpu(struct trdma_qp *qp)
+{
+	unsigned int n = num_online_cpus(), k;
+	int cpu = raw_smp_processor_id();
+
+	if (n < 2 || current_work() == &qp->tx_work)
+		return cpu;
+	for (k = 1 + qp->ibqp.qp_num % min(n - 1, TRDMA_TX_SPREAD); k; k--) {
+		cpu = cpumask_next(cpu, cpu_online_mask);
+		if (cpu >= nr_cpu_ids)
+			cpu = cpumask_first(cpu_online_mask);
+	}
+	return cpu;
+}
+
+/*
+ * Queues the QP's worker, on trdma_tx_wq on another CPU (trdma_tx_cpu()),
+ * or with tx_spread=0 on the unbound trdma_wq.  Any context.
+ */
 void trdma_tx_kick(struct trdma_qp *qp)
 {
-	queue_work(trdma_wq, &qp->tx_work);
+	if (trdma_tx_spread_on)
+		queue_work_on(trdma_tx_cpu(qp), trdma_tx_wq, &qp->tx_work);
+	else
+		queue_work(trdma_wq, &qp->tx_work);
 }
 
 /*
