@@ -1106,7 +1106,7 @@ int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
 int trdma_place_sges_buf(struct trdma_qp *qp, const struct trdma_sge *sge,
 			 u32 num_sge, const void *buf, u32 n);
 
-/* trdma_main.c, for the datagram receive path (RCU, any context) */
+/* trdma_cm.c: the module's workqueues */
 
 extern struct workqueue_struct *trdma_wq;
 extern struct workqueue_struct *trdma_tx_wq;

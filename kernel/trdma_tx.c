@@ -17,6 +17,7 @@
 #include <linux/highmem.h>
 #include <linux/net.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/isolation.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 
@@ -29,37 +30,61 @@ MODULE_PARM_DESC(tx_spread,
 		 "the worker transmits on another CPU than the one that kicks it (1), or where the scheduler puts it (0); read at load");
 
 /* QPs kicked from one CPU spread over at most this many after it. */
-#define TRDMA_TX_SPREAD		8
+#define TRDMA_TX_SPREAD		8U
 
 /*
- * The CPU the worker transmits on: not the kicker's, so that the kicker
- * (a poster that goes on posting, the receive path, the ACK hold's
- * tasklet) and the transmitter work side by side, as a poster and a NIC's
- * send engine do, rather than one after the other on one CPU while
- * another stands by; QPs kicked from one CPU spread over the next few by
- * QPN.  The worker kicking itself again stays where it runs.  A choice,
- * not a binding: where the CPU goes offline meanwhile, its pool's workers
- * run the work unbound.  siw (a transmit thread per CPU) and NVMe/TCP
- * (a CPU per queue) also steer their transmit work.
+ * A CPU for the QP's worker other than avoid: the next online one that is
+ * not isolated (isolcpus, nohz_full, an isolated cpuset partition), or one
+ * of the next few such by QPN; avoid itself where there is no other.
  */
-static int trdma_tx_cpu(struct trdma_qp *qp)
+static int trdma_tx_pick_cpu(struct trdma_qp *qp, int avoid)
 {
-	unsigned int n = num_online_cpus(), k;
-	int cpu = raw_smp_processor_id();
+	unsigned int n = num_online_cpus(), i, k;
+	int cpu = avoid, last = avoid;
 
-	if (n < 2 || current_work() == &qp->tx_work)
-		return cpu;
-	for (k = 1 + qp->ibqp.qp_num % min(n - 1, TRDMA_TX_SPREAD); k; k--) {
+	k = 1 + qp->ibqp.qp_num % min(max(n, 2U) - 1, TRDMA_TX_SPREAD);
+	for (i = 0; i < n; i++) {
 		cpu = cpumask_next(cpu, cpu_online_mask);
 		if (cpu >= nr_cpu_ids)
 			cpu = cpumask_first(cpu_online_mask);
+		if (cpu == avoid || cpu_is_isolated(cpu))
+			continue;
+		last = cpu;
+		if (!--k)
+			break;
 	}
-	return cpu;
+	return last;
 }
 
 /*
- * Queues the QP's worker, on trdma_tx_wq on another CPU (trdma_tx_cpu()),
- * or with tx_spread=0 on the unbound trdma_wq.  Any context.
+ * The CPU the worker transmits on: not the kicker's, so that the kicker
+ * (a poster that goes on posting without doorbells, tx_active; the receive
+ * path; the ACK hold's tasklet) and the transmitter work side by side, as
+ * a poster and a NIC's send engine do, rather than taking turns on one
+ * CPU while another stands by; QPs kicked from one CPU spread over the
+ * next few (trdma_tx_pick_cpu()).  siw (a transmit thread per CPU) and
+ * NVMe/TCP (a CPU per queue) steer their transmit work too; a CPU kept
+ * per QP, as NVMe/TCP keeps one per queue, was slower here at 64 KiB
+ * (docs/performance.md).  The worker kicking itself again stays where it
+ * runs (as the workqueue would have it anyway).  The kicker's CPU is a
+ * hint (a preemptible caller may move), and so is the choice: where the
+ * CPU goes offline before the work runs, its pool's workers run it
+ * unbound.  Any context.
+ */
+static int trdma_tx_cpu(struct trdma_qp *qp)
+{
+	int cpu = raw_smp_processor_id();
+
+	if (current_work() == &qp->tx_work)
+		return cpu;
+	return trdma_tx_pick_cpu(qp, cpu);
+}
+
+/*
+ * Queues the QP's worker: on trdma_tx_wq on the CPU trdma_tx_cpu() picks,
+ * or with tx_spread=0 on the unbound trdma_wq.  One work item, always on
+ * one of the two (tx_spread is read at load), so it never runs twice at
+ * once.  Any context.
  */
 void trdma_tx_kick(struct trdma_qp *qp)
 {
@@ -75,9 +100,10 @@ void trdma_tx_kick(struct trdma_qp *qp)
  * and trdma_tx_unlock() look at tx_again after unlocking).  For an ACK
  * owed while the QP's process transmits (the answer read from its
  * socket's backlog at release_sock, or on another CPU while it finishes
- * its segment): waking the worker from softirq there also sets
- * need_resched on a CPU where a process polls for that answer, and the
- * softirqs still pending then go to ksoftirqd.  Any context.
+ * its segment): the transmitter sends it anyway, and waking the worker
+ * from softirq there would cost a wake-up for nothing (with tx_spread=0
+ * also need_resched on a CPU where a process polls for that answer, whose
+ * pending softirqs then go to ksoftirqd).  Any context.
  */
 static void trdma_tx_kick_lazy(struct trdma_qp *qp)
 {
