@@ -1070,6 +1070,7 @@ int trdma_ah_init(struct trdma_ah *ah, const struct rdma_ah_attr *attr);
 /* trdma_tx.c */
 int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 		     u32 off, u32 len, u8 *dst);
+void trdma_tx_spread_init(void);
 void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_kick_user(struct trdma_qp *qp);
 bool trdma_tx_defer(struct trdma_qp *qp, bool outstanding);

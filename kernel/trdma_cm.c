@@ -1680,6 +1680,7 @@ int trdma_cm_init(void)
 				      0);
 	if (!trdma_tx_wq)
 		goto err_accept_wq;
+	trdma_tx_spread_init();
 	INIT_DELAYED_WORK(&trdma_pending_work, trdma_pending_scan);
 	return 0;
 

@@ -14,6 +14,7 @@
  * SEND or WRITE completes once TCP has all of it, as nothing answers it:
  * its payload is always copied into TCP, never handed over by the page.
  */
+#include <linux/cpu.h>
 #include <linux/highmem.h>
 #include <linux/net.h>
 #include <linux/sched/clock.h>
@@ -27,7 +28,7 @@
 static bool trdma_tx_spread_on = true;
 module_param_named(tx_spread, trdma_tx_spread_on, bool, 0444);
 MODULE_PARM_DESC(tx_spread,
-		 "the worker transmits on another CPU than the one that kicks it (1), or where the scheduler puts it (0); read at load");
+		 "the worker transmits on another CPU than the one that kicks it (1, where two or more online CPUs are not isolated), or where the scheduler puts it (0); read at load");
 
 /* QPs kicked from one CPU spread over at most this many after it. */
 #define TRDMA_TX_SPREAD		8U
@@ -54,6 +55,33 @@ static int trdma_tx_pick_cpu(struct trdma_qp *qp, int avoid)
 			break;
 	}
 	return last;
+}
+
+/*
+ * tx_spread needs a CPU besides the kicker's.  Where fewer than two online
+ * CPUs are not isolated at load, it is off (and reads 0): the worker then
+ * goes on the unbound trdma_wq, where on the one CPU it waits its turn
+ * behind a poster, which meanwhile posts more for it to send at once.  On
+ * the high-priority trdma_tx it preempted the poster at every kick (two
+ * lab guests of one vCPU each: the 64 B message rate a quarter to two
+ * fifths lower, with twice the context switches; docs/performance.md).
+ * Read once, as tx_spread is: a CPU brought up later changes nothing, so
+ * that the work item stays on one workqueue (trdma_tx_kick()).  Module
+ * init, before any QP.
+ */
+void trdma_tx_spread_init(void)
+{
+	unsigned int cpu, n = 0;
+
+	if (!trdma_tx_spread_on)
+		return;
+	cpus_read_lock();
+	for_each_online_cpu(cpu)
+		if (!cpu_is_isolated(cpu))
+			n++;
+	cpus_read_unlock();
+	if (n < 2)
+		trdma_tx_spread_on = false;
 }
 
 /*
