@@ -1,3 +1,10 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""Reads prof.sh's pR.txt (perf script of one client run under perf
+record -a -g) in the current directory, with output.log for the rates,
+and prints the runs ordered by rate: samples in all and by task, then
+the functions with the most samples of their own and with their
+callees."""
 import sys,re
 from collections import Counter
 def load(p):

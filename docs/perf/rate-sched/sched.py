@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """Reads sched.sh's rR.txt (perf script of one client run) and prints,
 per run: the share of each vCPU's time that perftest's server, its
-client, kworkers, ksoftirqd and idle took; how often the two perftest
-processes shared a vCPU; trdma's work items queued and run per vCPU."""
+client, kworkers, ksoftirqd and idle took; trdma's work items queued
+(from vCPU -> onto vCPU) and run per vCPU; where net_dev_xmit was
+recorded, the packets and the switches and worker runs per packet."""
 import re
 import sys
 from collections import defaultdict
@@ -42,9 +43,6 @@ def run(path):
     busy = defaultdict(float)
     cur = {}
     last = {}
-    where = {}          # perftest pid -> cpu it runs on now
-    shared = 0.0
-    tlast = t0
     queued = defaultdict(int)
     ran = defaultdict(int)
     for cpu, t, e, rest in ev:
@@ -53,12 +51,7 @@ def run(path):
                 s = SW.search(rest)
                 cur[cpu] = klass(s[3], int(s[4]), pids)
                 last[cpu] = t
-                where.pop(int(s[2]), None)
-                if s[3] == 'ib_send_bw':
-                    where[int(s[4])] = cpu
             continue
-        # time both perftest processes were on the same vCPU's queue is
-        # not visible here; count time when only one ran at all
         if e == 'sched:sched_switch':
             s = SW.search(rest)
             if cpu in cur:
@@ -84,6 +77,17 @@ def run(path):
     out.append('queued ' + ' '.join(f'{a}->{b}:{n}' for (a, b), n
                                     in sorted(queued.items())))
     out.append('ran ' + ' '.join(f'cpu{c}:{n}' for c, n in sorted(ran.items())))
+    # Over the whole trace, where net_dev_xmit was recorded: packets, and
+    # switches and worker runs per packet, migrations.
+    pk = sum(1 for _, _, e, _ in ev if e == 'net:net_dev_xmit')
+    if pk:
+        sw = sum(1 for _, _, e, _ in ev if e == 'sched:sched_switch')
+        runs = sum(1 for _, _, e, r in ev
+                   if e == 'workqueue:workqueue_execute_start' and
+                   'trdma_tx_work' in r)
+        mig = sum(1 for _, _, e, _ in ev if e == 'sched:sched_migrate_task')
+        out.append(f'packets {pk} switches/packet {sw / pk:.2f} '
+                   f'worker-runs/packet {runs / pk:.2f} migrations {mig}')
     return ' | '.join(out)
 
 

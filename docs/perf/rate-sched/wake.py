@@ -1,3 +1,9 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""Reads sched.sh's rR.txt and prints per run how long each trdma worker
+queued from one vCPU onto the other waited until the switch to a
+high-priority kworker there, grouped by what that switch preempted
+(srv/cl: a perftest process): how many, median, mean, and their sum."""
 import re,sys
 from collections import defaultdict
 SW = re.compile(r'prev_comm=(.*) prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.*) next_pid=(\d+) ')
