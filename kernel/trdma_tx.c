@@ -14,7 +14,6 @@
  * SEND or WRITE completes once TCP has all of it, as nothing answers it:
  * its payload is always copied into TCP, never handed over by the page.
  */
-#include <linux/cpu.h>
 #include <linux/highmem.h>
 #include <linux/net.h>
 #include <linux/sched/clock.h>
@@ -28,15 +27,16 @@
 static bool trdma_tx_spread_on = true;
 module_param_named(tx_spread, trdma_tx_spread_on, bool, 0444);
 MODULE_PARM_DESC(tx_spread,
-		 "the worker transmits on another CPU than the one that kicks it (1, where two or more online CPUs are not isolated), or where the scheduler puts it (0); read at load");
+		 "the worker transmits on another CPU than the one that kicks it (1; off where one CPU is online), or where the scheduler puts it (0); read at load");
 
 /* QPs kicked from one CPU spread over at most this many after it. */
 #define TRDMA_TX_SPREAD		8U
 
 /*
  * A CPU for the QP's worker other than avoid: the next online one that is
- * not isolated (isolcpus, nohz_full, an isolated cpuset partition), or one
- * of the next few such by QPN; avoid itself where there is no other.
+ * not isolated (isolcpus, nohz_full, on 6.12 an isolated cpuset
+ * partition), or one of the next few such by QPN; avoid itself where
+ * there is no other.
  */
 static int trdma_tx_pick_cpu(struct trdma_qp *qp, int avoid)
 {
@@ -58,30 +58,24 @@ static int trdma_tx_pick_cpu(struct trdma_qp *qp, int avoid)
 }
 
 /*
- * tx_spread needs a CPU besides the kicker's.  Where fewer than two online
- * CPUs are not isolated at load, it is off (and reads 0): the worker then
- * goes on the unbound trdma_wq, where on the one CPU it waits its turn
- * behind a poster, which meanwhile posts more for it to send at once.  On
- * the high-priority trdma_tx it preempted the poster at every kick (two
- * lab guests of one vCPU each: the 64 B message rate a quarter to two
- * fifths lower, with twice the context switches; docs/performance.md).
- * Read once, as tx_spread is: a CPU brought up later changes nothing, so
- * that the work item stays on one workqueue (trdma_tx_kick()).  Module
- * init, before any QP.
+ * tx_spread needs a CPU besides the kicker's.  Where only one CPU is online
+ * at load, it is off (and reads N): the worker then goes on the unbound
+ * trdma_wq, where it waits its turn behind a poster on that CPU, which
+ * meanwhile posts more for it to send at once.  On the high-priority
+ * trdma_tx it preempted the poster at every kick (two lab guests of one
+ * vCPU each: the 64 B message rate a quarter to two fifths lower, with
+ * twice the context switches; docs/performance.md).  Isolated CPUs count:
+ * where the others are isolated, posters pinned to those still get the
+ * worker on the one that is not, beside them.  Read once, as tx_spread
+ * is: a CPU brought up later changes nothing, so that the work item stays
+ * on one workqueue (trdma_tx_kick()).  Module init, before any QP.
  */
 void trdma_tx_spread_init(void)
 {
-	unsigned int cpu, n = 0;
-
-	if (!trdma_tx_spread_on)
-		return;
-	cpus_read_lock();
-	for_each_online_cpu(cpu)
-		if (!cpu_is_isolated(cpu))
-			n++;
-	cpus_read_unlock();
-	if (n < 2)
+	if (trdma_tx_spread_on && num_online_cpus() < 2) {
 		trdma_tx_spread_on = false;
+		pr_info("trdma: one CPU online: tx_spread off\n");
+	}
 }
 
 /*
