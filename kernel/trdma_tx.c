@@ -144,6 +144,20 @@ module_param_named(ack_delay_us, trdma_ack_delay_us, uint, 0644);
 MODULE_PARM_DESC(ack_delay_us,
 		 "most us an ACK may wait for a request to carry it, on QPs that send requests too (500; 0: never; at most 1000000)");
 
+/*
+ * The hold's timer may run this much after it is due, so that it runs at
+ * a clock event that comes by then anyway (the tick, another timer)
+ * instead of programming the CPU's clock event device for itself, once
+ * when it is armed and again when it is cancelled: each a trap to the
+ * hypervisor in a virtual machine, where a ping-pong on one CPU arms and
+ * cancels it for every message.  Like the slack of TCP's timer for
+ * compressed SACKs (tcp_comp_sack_slack_ns).
+ */
+static uint trdma_ack_slack_us = USEC_PER_SEC / HZ;
+module_param_named(ack_slack_us, trdma_ack_slack_us, uint, 0644);
+MODULE_PARM_DESC(ack_slack_us,
+		 "most us the ACK hold's timer may run late, to share a clock event (one tick; 0: none; at most 1000000)");
+
 static uint trdma_ack_coalesce_us = 4000;
 module_param_named(ack_coalesce_us, trdma_ack_coalesce_us, uint, 0644);
 MODULE_PARM_DESC(ack_coalesce_us,
@@ -210,7 +224,10 @@ static u64 trdma_tx_ack_param_ns(const uint *us)
 
 /*
  * The hold's timer expires within ns from now (local_clock() units),
- * unless it is queued to expire sooner already.  Pinned: queued on this
+ * unless it is queued to expire sooner already; it may run up to
+ * ack_slack_us after that, at a clock event due by then anyway, so that
+ * arming and cancelling it seldom program the clock event device
+ * (ack_timer_at is when it is due, not that latest).  Pinned: queued on this
  * CPU, unless its callback runs on another just now (it stays there) or
  * CPU hotplug moves it.  Under qp->lock, as every arm, so that
  * ack_timer_at is the queued timer's and no arm moves it while
@@ -225,7 +242,9 @@ static void trdma_tx_ack_arm(struct trdma_qp *qp, u32 now, u64 ns)
 	if (hrtimer_is_queued(t) && !trdma_tx_clock_before(at, qp->ack_timer_at))
 		return;
 	qp->ack_timer_at = at;
-	hrtimer_start(t, ns_to_ktime(ns), HRTIMER_MODE_REL_PINNED_HARD);
+	hrtimer_start_range_ns(t, ns_to_ktime(ns),
+			       trdma_tx_ack_param_ns(&trdma_ack_slack_us),
+			       HRTIMER_MODE_REL_PINNED_HARD);
 	trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_ARMED, 1);
 }
 
@@ -280,12 +299,14 @@ static void trdma_tx_ack_went(struct trdma_qp *qp)
  * enough (within ack_delay_us, or ack_coalesce_us for an ACK nobody asked
  * for).  It looks when it expires (trdma_tx_ack_tasklet()): an ACK whose
  * hold (ack_due_at) is over goes, one still held waits the rest.  So a
- * held ACK that no request carries goes at most ack_delay_us late, not at
- * the end of its own hold, and a ping-pong whose ACKs go out on another
- * CPU pays a timer event per ack_delay_us instead of an interrupt per
- * message; one whose ACKs go out on the arming CPU (a host with one CPU)
- * pays an arm and a local cancel per message, without an interrupt
- * (docs/performance.md, "The ACK hold's timer").
+ * held ACK that no request carries goes at most ack_delay_us late (plus
+ * the timer's slack, ack_slack_us), not at the end of its own hold, and a
+ * ping-pong whose ACKs go out on another CPU pays a timer event per
+ * ack_delay_us instead of an interrupt per message; one whose ACKs go out
+ * on the arming CPU (a host with one CPU) pays an arm and a local cancel
+ * per message, without an interrupt, and with the slack without
+ * programming the clock event device either (docs/performance.md, "The
+ * ACK hold's timer", "The hold's timer with slack").
  */
 void trdma_tx_ack_soon(struct trdma_qp *qp, struct sock *sk)
 {

@@ -1,0 +1,50 @@
+#!/bin/bash
+# Two-guest 8 B ping-pong under perf in both guests, per variant (as
+# h2lat.sh): folded stacks and a summary per host and variant in
+# $TRDMA_LAB_OUT.
+#   usage: tools/vm --hosts 2 --out DIR -- docs/perf/ack-slack/h2prof.sh SIWKO N VARIANT...
+set -uo pipefail
+ifname=${TRDMA_LAB_IF:?}
+siwko=$1 n=$2
+shift 2
+# shellcheck disable=SC2034
+build=build pass=0 fail=0
+. tests/lab/lib.sh
+# shellcheck source=docs/perf/ack-slack/variant.sh
+. "$(dirname "$0")/variant.sh"
+me=$TRDMA_LAB_HOST
+out=${TRDMA_LAB_OUT:?}
+modprobe trdma && rmmod trdma
+modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+nv=0
+for v in "$@"; do
+	nv=$((nv + 1))
+	variant_up "$v"
+	tools/lab/barrier -t 120 "l-$nv" || exit 1
+	tag="p-$nv"
+	: >/tmp/c.log
+	if [ "$me" = 2 ]; then
+		timeout 300 ib_send_lat -s 8 -n "$n" "${opts[@]}" -F >/tmp/s.log 2>&1 &
+		pid=$!
+		if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
+	fi
+	perf record -q -a -g -F 999 -o /tmp/p.data >/dev/null 2>&1 &
+	ppid=$!
+	sleep 2
+	tools/lab/barrier -t 200 "$tag-up"
+	if [ "$me" = 2 ]; then
+		wait $pid
+	else
+		timeout 300 ib_send_lat -s 8 -n "$n" "${opts[@]}" -F "$TRDMA_LAB_PEER" >/tmp/c.log 2>&1 || echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
+	fi
+	kill -INT $ppid
+	wait $ppid
+	tools/lab/barrier -t 200 "$tag-done"
+	fig=$(grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/c.log | tail -1 | awk '{print $3, $4, $5, $6}')
+	echo "$v: ${fig:--}"
+	name="h$me-${v//[:=,]/_}"
+	perf script -i /tmp/p.data 2>/dev/null | tools/lab/flamegraph fold >"$out/$name.folded"
+	tools/lab/flamegraph top --per "$n" <"$out/$name.folded" >"$out/$name.txt"
+	rm -f /tmp/p.data
+	variant_down
+done
