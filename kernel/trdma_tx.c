@@ -145,18 +145,20 @@ MODULE_PARM_DESC(ack_delay_us,
 		 "most us an ACK may wait for a request to carry it, on QPs that send requests too (500; 0: never; at most 1000000)");
 
 /*
- * The hold's timer may run this much after it is due, so that it runs at
- * a clock event that comes by then anyway (the tick, another timer)
- * instead of programming the CPU's clock event device for itself, once
- * when it is armed and again when it is cancelled: each a trap to the
- * hypervisor in a virtual machine, where a ping-pong on one CPU arms and
- * cancels it for every message.  Like the slack of TCP's timer for
- * compressed SACKs (tcp_comp_sack_slack_ns).
+ * The hold's timer may run this much after it is due, so that on a busy
+ * CPU it runs at a clock event that comes by then anyway (the tick,
+ * another timer) instead of programming the CPU's clock event device for
+ * itself, once when it is armed and again when it is cancelled: each a
+ * trap to the hypervisor in a virtual machine, where a ping-pong on one
+ * CPU arms and cancels it for every message.  A slack as TCP gives its
+ * timer for compressed SACKs (tcp_comp_sack_slack_ns), here one tick long
+ * so that it reaches the next tick.  Not where the timer is armed from
+ * the idle loop: see trdma_tx_ack_arm().
  */
 static uint trdma_ack_slack_us = USEC_PER_SEC / HZ;
 module_param_named(ack_slack_us, trdma_ack_slack_us, uint, 0644);
 MODULE_PARM_DESC(ack_slack_us,
-		 "most us the ACK hold's timer may run late, to share a clock event (one tick; 0: none; at most 1000000)");
+		 "most us the ACK hold's timer may run late on a busy CPU, to share a clock event (one tick; 0: none; at most 1000000)");
 
 static uint trdma_ack_coalesce_us = 4000;
 module_param_named(ack_coalesce_us, trdma_ack_coalesce_us, uint, 0644);
@@ -212,10 +214,13 @@ static bool trdma_tx_clock_before(u32 a, u32 b)
 	return (s32)(a - b) < 0;
 }
 
-/* The most an ACK waits: a second, far inside the clock's wrap. */
+/*
+ * The most each of ack_delay_us, ack_coalesce_us and ack_slack_us may be:
+ * a second, so that an ACK waits at most two, far inside the clock's wrap.
+ */
 #define TRDMA_ACK_WAIT_MAX_US	USEC_PER_SEC
 
-/* ack_delay_us or ack_coalesce_us, in ns. */
+/* ack_delay_us, ack_coalesce_us or ack_slack_us, in ns. */
 static u64 trdma_tx_ack_param_ns(const uint *us)
 {
 	return min_t(u64, READ_ONCE(*us), TRDMA_ACK_WAIT_MAX_US) *
@@ -223,13 +228,18 @@ static u64 trdma_tx_ack_param_ns(const uint *us)
 }
 
 /*
- * The hold's timer expires within ns from now (local_clock() units),
- * unless it is queued to expire sooner already; it may run up to
- * ack_slack_us after that, at a clock event due by then anyway, so that
- * arming and cancelling it seldom program the clock event device
- * (ack_timer_at is when it is due, not that latest).  Pinned: queued on this
- * CPU, unless its callback runs on another just now (it stays there) or
- * CPU hotplug moves it.  Under qp->lock, as every arm, so that
+ * The hold's timer is due within ns from now (local_clock() units),
+ * unless it is queued to be due sooner already.  On a busy CPU it may run
+ * up to ack_slack_us after that, at a clock event due by then anyway, so
+ * that arming and cancelling it seldom program the clock event device
+ * (ack_timer_at is when it is due, not that latest).  Armed from the idle
+ * loop (the receive softirq of an interrupt that woke an idle CPU, the
+ * tasklet after the timer's own), it has no slack: with the tick stopped
+ * an idle CPU wakes for the timer's latest time, so the slack would save
+ * nothing and only make the ACK late.  A busy CPU that goes idle before
+ * the timer runs still wakes at the end of its slack.  Pinned: queued on
+ * this CPU, unless its callback runs on another just now (it stays there)
+ * or CPU hotplug moves it.  Under qp->lock, as every arm, so that
  * ack_timer_at is the queued timer's and no arm moves it while
  * trdma_tx_ack_went() looks where it is queued.
  */
@@ -237,13 +247,15 @@ static void trdma_tx_ack_arm(struct trdma_qp *qp, u32 now, u64 ns)
 {
 	struct hrtimer *t = &qp->ack_timer;
 	u32 at = now + trdma_tx_clock_units(ns);
+	u64 slack = 0;
 
 	lockdep_assert_held(&qp->lock);
 	if (hrtimer_is_queued(t) && !trdma_tx_clock_before(at, qp->ack_timer_at))
 		return;
 	qp->ack_timer_at = at;
-	hrtimer_start_range_ns(t, ns_to_ktime(ns),
-			       trdma_tx_ack_param_ns(&trdma_ack_slack_us),
+	if (!is_idle_task(current))
+		slack = trdma_tx_ack_param_ns(&trdma_ack_slack_us);
+	hrtimer_start_range_ns(t, ns_to_ktime(ns), slack,
 			       HRTIMER_MODE_REL_PINNED_HARD);
 	trdma_count(qp->tdev, TRDMA_CNT_ACK_TIMER_ARMED, 1);
 }
