@@ -754,7 +754,8 @@ struct trdma_qp {
 	 * else left running, lazy; cancelled at destroy), when the
 	 * ACK now owed became owed (0 if none or not counted; under lock),
 	 * and when the queued timer is due (it may run up to ack_slack_us
-	 * later; meaningful while it is queued; under lock).  The _at times are trdma_tx_clock()'s.
+	 * later; meaningful while it is queued; under lock).  The _at times
+	 * are trdma_tx_clock()'s.
 	 */
 	u32 ack_turn_ns;
 	u32 ack_due_at;
