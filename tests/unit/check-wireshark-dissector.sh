@@ -25,21 +25,10 @@ gen=$2
 lua=$3
 work=$4
 
-if ! tshark=$(command -v "$tshark"); then
-	echo "FAIL: tshark ('$1') not found: the dissector test needs it." >&2
-	echo "      Install it with tools/install-deps (Debian package tshark)." >&2
-	exit 1
-fi
-
-rm -rf "$work"
-mkdir -p "$work/home"
+# shellcheck source=tests/unit/tshark-env.sh
+. "$(dirname "$0")/tshark-env.sh"
+tshark_env "$tshark" "$work"
 "$gen" "$work"
-
-# Keep the user's preferences and personal plugins out (a copy of trdma.lua
-# in ~/.local/lib/wireshark/plugins would register its protocols twice).
-export HOME=$work/home XDG_CONFIG_HOME=$work/home/.config
-export WIRESHARK_CONFIG_DIR=$work/home/wireshark
-unset WIRESHARK_PLUGIN_DIR
 
 failed=0
 fail() {

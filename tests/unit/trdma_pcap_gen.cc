@@ -6,6 +6,11 @@
  * decode from it.
  *
  *   usage: trdma_pcap_gen OUTDIR
+ *          trdma_pcap_gen --check-capture OUTDIR
+ *
+ * With --check-capture, instead: OUTDIR/NAME.pcap, one small capture of
+ * one RC connection for each case of kLateCases below, for the test of
+ * tools/wireshark/check-capture (tests/unit/check-wireshark-capture.sh).
  *
  * OUTDIR/trdma.pcap      Ethernet/IPv4/TCP and UDP, valid checksums,
  *                        real handshakes with non-zero ISNs, Linux-like
@@ -306,6 +311,13 @@ struct Side {
 /* tcp_flags */
 enum : uint8_t { FIN = 0x01, SYN = 0x02, PSH = 0x08, ACK = 0x10 };
 
+/*
+ * How Conn::send() sends: TAMPER_MSN puts a wrong MSN into the first TCP
+ * segment's option; UNTAGGED leaves the option off; UNCAPTURED sends
+ * without a trace in the capture; WITH_FIN sets FIN on the last segment.
+ */
+constexpr unsigned TAMPER_MSN = 1, UNTAGGED = 2, UNCAPTURED = 4, WITH_FIN = 8;
+
 class Conn {
 public:
 	Capture &cap;
@@ -334,14 +346,31 @@ public:
 		ack(c);
 	}
 
+	/*
+	 * The handshake, the client's hello REQ (start_msn, sq_psn), the
+	 * server's ACCEPT (accept_msn), and the client's ACK of it.
+	 */
+	void connect(uint32_t start_msn, uint32_t sq_psn, uint32_t accept_msn)
+	{
+		handshake();
+		hello(c, TRDMA_HELLO_REQ, start_msn, 0, sq_psn);
+		send(c, {64});
+		hello(s, TRDMA_HELLO_ACCEPT, accept_msn, 0);
+		send(s, {64});
+		ack(c);
+	}
+
 	/* A pure ACK from side a. */
 	void ack(Side &a) { emit(a, ACK, ts_options(a), {}, nullptr); }
+
+	/* A FIN from side a. */
+	void fin(Side &a) { emit(a, FIN | ACK, ts_options(a), {}, nullptr); }
 
 	/* FIN from the client, FIN-ACK, ACK. */
 	void close()
 	{
-		emit(c, FIN | ACK, ts_options(c), {}, nullptr);
-		emit(s, FIN | ACK, ts_options(s), {}, nullptr);
+		fin(c);
+		fin(s);
 		ack(c);
 	}
 
@@ -476,10 +505,10 @@ public:
 
 	/*
 	 * Sends the next bytes of a's stream as TCP segments of the given
-	 * sizes.  tamper_msn: put a wrong MSN into the first one's option.
+	 * sizes, as how says (TAMPER_MSN, UNTAGGED, UNCAPTURED, WITH_FIN).
 	 */
 	void send(Side &a, std::initializer_list<uint32_t> sizes,
-		  bool tamper_msn = false)
+		  unsigned how = 0)
 	{
 		size_t n = 0;
 
@@ -492,14 +521,15 @@ public:
 			Bytes o = ts_options(a);
 
 			/* Encrypted links carry no trdma TCP option. */
-			if (!first->hello && !first->record) {
+			if (!first->hello && !first->record &&
+			    !(how & UNTAGGED)) {
 				trdma_tcp_opt opt{};
 
 				fr.has_opt = true;
 				fr.opt.opcode = first->opcode;
 				fr.opt.qpn = first->qpn;
 				fr.opt.msn = first->msn +
-					     (tamper_msn && !n ? 1000 : 0);
+					     ((how & TAMPER_MSN) && !n ? 1000 : 0);
 				fr.opt.offset = first->start;
 				fr.opt.seg_offset = rel - first->start;
 				if (fr.opt.seg_offset == 0 && size >= 12)
@@ -521,10 +551,23 @@ public:
 					fr.completed.push_back(p);
 			}
 			a.sent += size;
-			++n;
-			emit(a, n == sizes.size() ? (PSH | ACK) : ACK, o,
-			     payload, &fr);
+			uint8_t flags = ++n < sizes.size() ? ACK
+				      : PSH | ACK | (how & WITH_FIN ? FIN : 0);
+			if (!(how & UNCAPTURED))
+				emit(a, flags, o, payload, &fr);
 		}
+	}
+
+	/*
+	 * Sends size bytes of a's stream from relative seq rel again, without
+	 * the trdma TCP option, as TCP retransmits them once the QP let go.
+	 */
+	void resend(Side &a, uint32_t rel, uint32_t size)
+	{
+		Bytes payload(a.stream.begin() + rel - 1,
+			      a.stream.begin() + rel - 1 + size);
+
+		emit(a, PSH | ACK, ts_options(a), payload, nullptr, rel);
 	}
 
 	Side &peer(Side &a) { return &a == &c ? s : c; }
@@ -585,15 +628,19 @@ private:
 		return o;
 	}
 
-	/* One Ethernet/IPv4/TCP frame from a; fr: what it carries. */
+	/*
+	 * One Ethernet/IPv4/TCP frame from a; fr: what it carries; rel: the
+	 * relative seq of its first byte, 0: after the bytes sent before.
+	 */
 	void emit(Side &a, uint8_t flags, const Bytes &opts,
-		  const Bytes &payload, Frame *fr)
+		  const Bytes &payload, Frame *fr, uint32_t rel = 0)
 	{
 		Side &b = peer(a);
 		bool syn = flags & SYN;
 		/* a.fin: a's FIN went out before, and took a sequence number */
-		uint32_t seq = a.isn + (syn ? 0 : 1 + a.sent - payload.size()) +
-			       (a.fin ? 1 : 0);
+		uint32_t seq = rel ? a.isn + rel
+				   : a.isn + (syn ? 0 : 1 + a.sent - payload.size()) +
+					     (a.fin ? 1 : 0);
 		uint32_t ackn = b.isn + 1 + b.sent + (b.fin ? 1 : 0);
 		Bytes tcp;
 
@@ -705,6 +752,16 @@ void aeth(Bytes &b, Pdu &p, uint8_t syndrome, uint32_t msn)
 		p.info += fmt(" aeth=0x%02x/%u", syndrome, msn);
 }
 
+/* Queues a plain ACK of message msn from side a. */
+std::shared_ptr<Pdu> ack_segment(Conn &k, Side &a, uint32_t msn)
+{
+	Bytes e;
+	auto p = std::make_shared<Pdu>();
+
+	aeth(e, *p, TRDMA_AETH_ACK, msn);
+	return k.segment(a, TRDMA_OP_ACK, 0, msn, 0, e, {}, p);
+}
+
 void atomic_eth(Bytes &b, Pdu &p, uint64_t va, uint32_t rkey,
 		uint64_t swap_add, uint64_t compare)
 {
@@ -749,12 +806,7 @@ void conn_main(Capture &cap)
 	Side &c = k.c, &s = k.s;
 	const uint8_t SE = TRDMA_BTH_SE, AR = TRDMA_BTH_ACKREQ;
 
-	k.handshake();
-	k.hello(c, TRDMA_HELLO_REQ, 100, 0, 500);
-	k.send(c, {64});
-	k.hello(s, TRDMA_HELLO_ACCEPT, 500, 0);
-	k.send(s, {64});
-	k.ack(c);
+	k.connect(100, 500, 500);
 
 	/* SEND_ONLY in one TCP segment. */
 	k.segment(c, TRDMA_OP_SEND_ONLY, SE | AR, 100, 0, {},
@@ -771,14 +823,8 @@ void conn_main(Capture &cap)
 	k.send(c, {1000, 420, 1200, 220, 620});
 	k.ack(s);
 
-	{
-		Bytes e;
-		auto p = std::make_shared<Pdu>();
-
-		aeth(e, *p, TRDMA_AETH_ACK, 101);
-		k.segment(s, TRDMA_OP_ACK, 0, 101, 0, e, {}, p);
-		k.send(s, {28});
-	}
+	ack_segment(k, s, 101);
+	k.send(s, {28});
 
 	/* WRITE_ONLY_IMM and READ_REQUEST in one TCP segment. */
 	{
@@ -802,13 +848,7 @@ void conn_main(Capture &cap)
 	/* ACK, then READ_RESPONSE_FIRST whose header straddles two TCP
 	 * segments (12 of its 28 header bytes in the first), then
 	 * READ_RESPONSE_LAST. */
-	{
-		Bytes e;
-		auto p = std::make_shared<Pdu>();
-
-		aeth(e, *p, TRDMA_AETH_ACK, 102);
-		k.segment(s, TRDMA_OP_ACK, 0, 102, 0, e, {}, p);
-	}
+	ack_segment(k, s, 102);
 	{
 		Bytes e;
 		auto p = std::make_shared<Pdu>();
@@ -836,7 +876,7 @@ void conn_main(Capture &cap)
 		atomic_eth(e, *p, 0x00007f0000002000ull, 0x0badf00d,
 			   0x1111222233334444ull, 0x5555666677778888ull);
 		k.segment(c, TRDMA_OP_COMPARE_SWAP, 0, 104, 0, e, {}, p);
-		k.send(c, {52}, true);
+		k.send(c, {52}, TAMPER_MSN);
 	}
 	{
 		Bytes e;
@@ -938,14 +978,8 @@ void conn_main(Capture &cap)
 			  pattern(111, 0, 8), p);
 		k.send(c, {20 + 16 + 8});
 	}
-	{
-		Bytes e;
-		auto p = std::make_shared<Pdu>();
-
-		aeth(e, *p, TRDMA_AETH_ACK, 111);
-		k.segment(s, TRDMA_OP_ACK, 0, 111, 0, e, {}, p);
-		k.send(s, {28});
-	}
+	ack_segment(k, s, 111);
+	k.send(s, {28});
 	k.close();
 }
 
@@ -1025,13 +1059,86 @@ void conn_tls(Capture &cap)
 	k.close();
 }
 
+/*
+ * --check-capture: captures of one RC connection each, for
+ * tools/wireshark/check-capture (tests/unit/check-wireshark-capture.sh):
+ * hellos, a SEND_ONLY over two TCP segments, the server's ACK of it, a
+ * second SEND_ONLY; then the case's steps, one letter each, the ACK in
+ * them the server's ACK of that second SEND (its last segment, like the
+ * held ACK of docs/wire.md, "The trdma TCP option"):
+ *   T  the ACK, tagged              U  the ACK, without the option
+ *   L  the ACK, tagged, but missing from the capture
+ *   D  the ACK, tagged, in the server's FIN
+ *   R  the ACK's bytes again, without the option (a retransmission)
+ *   F  the server's FIN             f  the client's FIN
+ *   S  a third SEND_ONLY, from the client, tagged
+ */
+const struct {
+	const char *name, *steps;
+} kLateCases[] = {
+	{"tagged", "TFf"},
+	{"late", "TFRf"},
+	{"no-fin", "TR"},
+	{"peer-fin", "TfR"},
+	{"before-fin", "TRFf"},
+	{"lost-original", "LFRf"},
+	{"new-bytes", "FUf"},
+	{"fin-data", "DRf"},
+	{"middle", "USFf"},
+};
+
+void conn_late(const std::string &path, const char *steps)
+{
+	Capture cap(path);
+	Conn k(cap, 40006, TRDMA_DEFAULT_PORT, 0x600df00d, 0x5eed1e55, 60, 61);
+	Side &c = k.c, &s = k.s;
+	uint32_t last = 0;	/* relative seq of the last ACK */
+
+	k.connect(100, 500, 500);
+	k.segment(c, TRDMA_OP_SEND_ONLY, TRDMA_BTH_ACKREQ, 100, 0, {},
+		  pattern(100, 0, 2000));
+	k.send(c, {1020, 1000});
+	ack_segment(k, s, 100);
+	k.send(s, {28});
+	k.segment(c, TRDMA_OP_SEND_ONLY, TRDMA_BTH_ACKREQ, 101, 0, {},
+		  pattern(101, 0, 100));
+	k.send(c, {120});
+	for (const char *p = steps; *p; p++) {
+		switch (*p) {
+		case 'T':
+		case 'U':
+		case 'L':
+		case 'D':
+			last = ack_segment(k, s, 101)->start;
+			k.send(s, {28}, *p == 'U' ? UNTAGGED
+					: *p == 'L' ? UNCAPTURED
+					: *p == 'D' ? WITH_FIN : 0);
+			break;
+		case 'R':
+			k.resend(s, last, 28);
+			break;
+		case 'F':
+			k.fin(s);
+			break;
+		case 'f':
+			k.fin(c);
+			break;
+		case 'S':
+			k.segment(c, TRDMA_OP_SEND_ONLY, 0, 102, 0, {},
+				  pattern(102, 0, 64));
+			k.send(c, {84});
+			break;
+		default:
+			throw std::logic_error("no such step");
+		}
+	}
+}
+
 /* Connection 4: another port. */
 void conn_other_port(Capture &cap)
 {
 	Conn k(cap, 40004, kOtherPort, 0x0badcafe, 0x12345678, 0xabcdef,
 	       0x123456);
-	Bytes e;
-	auto p = std::make_shared<Pdu>();
 
 	k.handshake();
 	k.hello(k.c, TRDMA_HELLO_REQ, 0, 0);
@@ -1040,8 +1147,7 @@ void conn_other_port(Capture &cap)
 	k.send(k.s, {64});
 	k.segment(k.c, TRDMA_OP_SEND_ONLY, 0, 0, 0, {}, pattern(0, 0, 200));
 	k.send(k.c, {220});
-	aeth(e, *p, TRDMA_AETH_ACK, 0);
-	k.segment(k.s, TRDMA_OP_ACK, 0, 0, 0, e, {}, p);
+	ack_segment(k, k.s, 0);
 	k.send(k.s, {28});
 }
 
@@ -1501,12 +1607,20 @@ void write_filters(const Capture &cap, const std::string &dir)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+	const bool late = argc == 3 && !strcmp(argv[1], "--check-capture");
+
+	if (argc != 2 && !late) {
+		fprintf(stderr, "usage: %s [--check-capture] OUTDIR\n", argv[0]);
 		return 2;
 	}
 	try {
-		std::string dir = argv[1];
+		std::string dir = argv[argc - 1];
+
+		if (late) {
+			for (const auto &l : kLateCases)
+				conn_late(dir + "/" + l.name + ".pcap", l.steps);
+			return 0;
+		}
 		auto cap = std::make_unique<Capture>(dir + "/trdma.pcap");
 
 		conn_main(*cap);
