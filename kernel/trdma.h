@@ -512,7 +512,8 @@ struct trdma_txopt_rec {
 /*
  * The transmit side of the trdma TCP option of a QP's connection.  The
  * QP's transmitter appends records; the netfilter output
- * hook, which runs under the socket's lock, looks them up.  lock (a BH
+ * hook, which runs under the socket's lock, looks them up, also once the
+ * QP let go and the connection closes (trdma_txopt_handover()).  lock (a BH
  * lock: the hook may run in softirq) protects recs, size, head and tail.
  */
 struct trdma_txopt {
@@ -1005,6 +1006,8 @@ void trdma_cm_detach(struct trdma_qp *qp);
 void trdma_cm_detach_locked(struct trdma_qp *qp);
 void trdma_cm_connect_work(struct work_struct *work);
 void trdma_cm_write_space(struct sock *sk);
+struct trdma_txopt *trdma_cm_sk_txopt(struct sock *sk,
+				      struct trdma_dev **tdev);
 void trdma_cm_set_timeout(struct trdma_qp *qp);
 
 /* trdma_key.c */
@@ -1047,6 +1050,8 @@ int trdma_tcpopt_net_up(struct trdma_net *tnet);
 void trdma_tcpopt_net_down(struct trdma_net *tnet);
 void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock);
 void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock);
+void trdma_txopt_handover(struct trdma_qp *qp, struct trdma_txopt *to);
+void trdma_txopt_release(struct trdma_txopt *o);
 void trdma_txopt_free(struct trdma_qp *qp);
 bool trdma_txopt_begin(struct trdma_qp *qp, struct sock *sk, u32 len,
 		       const struct trdma_bth *bth, bool may_grow);

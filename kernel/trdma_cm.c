@@ -421,8 +421,11 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
  * reading make TCP reset the connection (RFC 1122 4.2.2.13), and a reset
  * fails the peer's QP at once, where our FIN alone lets it finish its
  * peer_close_grace.  So the socket sends its FIN (SHUT_WR), stays open and
- * discards what still comes until the peer's FIN is in or the connection
- * is gone, for at most TRDMA_CLOSE_LINGER_MS; then it is released.
+ * discards what still comes until the peer's FIN is in and ours is
+ * acknowledged (an encrypted one: until the peer's FIN is read), or the
+ * connection is gone, for at most TRDMA_CLOSE_LINGER_MS; then it is
+ * released.  Meanwhile what TCP sends again still carries the trdma TCP
+ * option (struct trdma_closing's txopt; not an encrypted connection's).
  */
 #define TRDMA_CLOSE_LINGER_MS	5000
 
@@ -440,6 +443,12 @@ struct trdma_closing {
 	unsigned long until;
 	void (*saved_data_ready)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
+	/*
+	 * The QP's trdma TCP option records (trdma_txopt_handover()), for
+	 * what TCP sends again meanwhile; freed with the closing.
+	 */
+	struct trdma_txopt txopt;
+	struct rcu_head rcu;		/* freed after the output hook's readers */
 };
 
 static LIST_HEAD(trdma_closing_list);
@@ -460,11 +469,16 @@ static void trdma_closing_drain(struct sock *sk)
 	tcp_read_sock(sk, &rd, trdma_closing_discard);
 }
 
-/* Nothing more can come: the peer's FIN is in, or the connection is gone. */
+/*
+ * Nothing more can come, and nothing more goes: the peer's FIN is in and
+ * ours acknowledged (TCP_CLOSE, through TIME_WAIT or LAST_ACK), or the
+ * connection is gone.  Not at the peer's FIN alone: bytes of ours the
+ * peer has not acknowledged may still go again, and only while the
+ * closing holds the socket do they carry the trdma TCP option.
+ */
 static bool trdma_closing_done(const struct sock *sk)
 {
-	return (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN) ||
-	       READ_ONCE(sk->sk_state) == TCP_CLOSE;
+	return READ_ONCE(sk->sk_state) == TCP_CLOSE;
 }
 
 static void trdma_closing_data_ready(struct sock *sk)
@@ -484,6 +498,45 @@ static void trdma_closing_state_change(struct sock *sk)
 	if (c && c->armed && trdma_closing_done(sk))
 		mod_delayed_work(trdma_wq, &c->work, 0);
 	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * The trdma TCP option records of sk: its QP's, with that QP's device in
+ * *tdev, or, once the QP let go, those of its closing (no device: the
+ * closing outlives it); NULL for any other socket.  For the output hook,
+ * which holds the socket's lock where TCP sends (detach and the closing's
+ * end each take it after the callbacks changed) and rcu_read_lock()
+ * everywhere: a packet that comes back to LOCAL_OUT later without that
+ * lock (asynchronous IPsec, a verdict from NFQUEUE) still finds the
+ * closing, which is freed a grace period after its callbacks are gone
+ * (trdma_closing_free()).
+ */
+struct trdma_txopt *trdma_cm_sk_txopt(struct sock *sk,
+				      struct trdma_dev **tdev)
+{
+	if (READ_ONCE(sk->sk_write_space) == trdma_cm_write_space) {
+		struct trdma_qp *qp = READ_ONCE(sk->sk_user_data);
+
+		if (!qp)
+			return NULL;
+		*tdev = qp->tdev;
+		return &qp->txopt;
+	}
+	if (READ_ONCE(sk->sk_data_ready) == trdma_closing_data_ready) {
+		struct trdma_closing *c = READ_ONCE(sk->sk_user_data);
+
+		return c ? &c->txopt : NULL;
+	}
+	return NULL;
+}
+
+/* A grace period after the closing's callbacks were taken off its socket. */
+static void trdma_closing_free(struct rcu_head *rcu)
+{
+	struct trdma_closing *c = container_of(rcu, struct trdma_closing, rcu);
+
+	trdma_txopt_release(&c->txopt);
+	kfree(c);
 }
 
 /*
@@ -527,34 +580,54 @@ static void trdma_closing_work(struct work_struct *work)
 	write_unlock_bh(&sk->sk_callback_lock);
 	cancel_delayed_work(&c->work);
 
-	/* Unread bytes would make the close a reset. */
+	/*
+	 * Unread bytes would make the close a reset.  Once the socket's lock
+	 * was held, no output hook under it looks at c's records any more;
+	 * one under RCU alone is waited out (trdma_closing_free()).
+	 */
 	lock_sock(sk);
 	trdma_closing_drain(sk);
 	release_sock(sk);
 release:
 	kernel_sock_shutdown(c->sock, SHUT_RDWR);
 	sock_release(c->sock);
-	kfree(c);
+	call_rcu(&c->rcu, trdma_closing_free);
 }
 
 /*
- * Closes a connection no QP holds any more.  Until the closing is armed
- * (its work queued) nothing else releases the socket; once it is, this
- * touches neither the socket nor c again.  Process context.
+ * The closing's callbacks instead of the QP's, which the caller took off
+ * while it owns the socket (trdma_cm_detach_locked()).  Process context.
  */
-static void trdma_cm_close(struct socket *sock, bool tls)
+static void trdma_closing_install(struct trdma_closing *c)
+{
+	struct sock *sk = c->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	c->saved_data_ready = sk->sk_data_ready;
+	c->saved_state_change = sk->sk_state_change;
+	sk->sk_user_data = c;
+	sk->sk_data_ready = trdma_closing_data_ready;
+	sk->sk_state_change = trdma_closing_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * Closes a connection no QP holds any more, with c (NULL where there was
+ * no memory for it: then at once), its callbacks installed unless tls.
+ * Until the closing is armed (its work queued) nothing else releases the
+ * socket; once it is, this touches neither the socket nor c again.
+ * Process context.
+ */
+static void trdma_cm_close(struct socket *sock, struct trdma_closing *c,
+			   bool tls)
 {
 	struct sock *sk = sock->sk;
-	struct trdma_closing *c;
 
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c) {
 		kernel_sock_shutdown(sock, SHUT_RDWR);
 		sock_release(sock);
 		return;
 	}
-	c->sock = sock;
-	INIT_DELAYED_WORK(&c->work, trdma_closing_work);
 	if (tls) {
 		c->tls = true;
 		c->until = jiffies + msecs_to_jiffies(TRDMA_CLOSE_LINGER_MS);
@@ -565,14 +638,6 @@ static void trdma_cm_close(struct socket *sock, bool tls)
 		spin_unlock_bh(&trdma_closing_lock);
 		return;
 	}
-
-	write_lock_bh(&sk->sk_callback_lock);
-	c->saved_data_ready = sk->sk_data_ready;
-	c->saved_state_change = sk->sk_state_change;
-	sk->sk_user_data = c;
-	sk->sk_data_ready = trdma_closing_data_ready;
-	sk->sk_state_change = trdma_closing_state_change;
-	write_unlock_bh(&sk->sk_callback_lock);
 
 	kernel_sock_shutdown(sock, SHUT_WR);
 	lock_sock(sk);
@@ -617,6 +682,7 @@ static void trdma_closing_flush(const struct net *net)
  */
 void trdma_cm_detach_locked(struct trdma_qp *qp)
 {
+	struct trdma_closing *c;
 	struct socket *sock;
 	unsigned long flags;
 	struct sock *sk;
@@ -635,16 +701,34 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 		goto out;
 
 	sk = sock->sk;
+	tls = qp->tls;
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (c) {
+		c->sock = sock;
+		INIT_DELAYED_WORK(&c->work, trdma_closing_work);
+		spin_lock_init(&c->txopt.lock);
+	}
+	/*
+	 * Owned from the QP's callbacks to the closing's, so that no output
+	 * hook (which runs under the socket's lock) finds the option's
+	 * records in neither.
+	 */
+	lock_sock(sk);
 	write_lock_bh(&sk->sk_callback_lock);
 	sk->sk_user_data = NULL;
 	sk->sk_data_ready = qp->saved_data_ready;
 	sk->sk_write_space = qp->saved_write_space;
 	sk->sk_state_change = qp->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
-	tls = qp->tls;
+	if (c && !tls) {
+		trdma_txopt_handover(qp, &c->txopt);
+		trdma_closing_install(c);
+	}
+	release_sock(sk);
 	trdma_tls_stop(qp);
-	trdma_txopt_stop(qp, sock);
-	trdma_cm_close(sock, tls);
+	if (!c || tls)
+		trdma_txopt_stop(qp, sock);
+	trdma_cm_close(sock, c, tls);
 out:
 	/* No callback of the socket runs any more: the receive path is idle. */
 	trdma_qp_rx_stopped(qp);
@@ -1702,6 +1786,8 @@ void trdma_cm_exit(void)
 	cancel_delayed_work_sync(&trdma_pending_work);
 	trdma_pending_close_net(NULL);
 	trdma_closing_flush(NULL);
+	/* The closings' frees (trdma_closing_free()) run before the module goes. */
+	rcu_barrier();
 	destroy_workqueue(trdma_tx_wq);
 	destroy_workqueue(trdma_accept_wq);
 	destroy_workqueue(trdma_dial_wq);

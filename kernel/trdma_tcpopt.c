@@ -114,7 +114,9 @@ void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
 /*
  * Connection teardown, after the socket's callbacks were restored: the
  * output hook runs under the socket's lock, so once we held it no hook
- * still looks at this QP.
+ * still looks at this QP.  Where the connection closes on without its
+ * records: an encrypted one (which has none), or where detach had no
+ * memory for its closing (trdma_cm_detach_locked()).
  */
 void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock)
 {
@@ -123,6 +125,44 @@ void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock)
 	qp->txopt.on = false;
 	spin_unlock_bh(&qp->txopt.lock);
 	release_sock(sock->sk);
+}
+
+/*
+ * Connection teardown: the QP's records go to the closing connection
+ * (to, in the struct trdma_closing of trdma_cm_detach_locked()), so that
+ * what TCP sends again while it closes (bytes the peer had not
+ * acknowledged when the QP let go) still carries the option.  The QP's
+ * next connection starts a ring of its own (trdma_txopt_init()).  The
+ * caller owns the socket and switches its callbacks from the QP's to the
+ * closing's before it lets go, so that no output hook finds the records
+ * in neither.
+ */
+void trdma_txopt_handover(struct trdma_qp *qp, struct trdma_txopt *to)
+{
+	struct trdma_txopt *o = &qp->txopt;
+
+	spin_lock_bh(&o->lock);
+	to->recs = o->recs;
+	to->size = o->size;
+	to->head = o->head;
+	to->tail = o->tail;
+	to->iss = o->iss;
+	to->next = o->next;
+	to->on = o->on && o->recs;
+	o->recs = NULL;
+	o->size = 0;
+	o->head = 0;
+	o->tail = 0;
+	o->on = false;
+	spin_unlock_bh(&o->lock);
+}
+
+/* The closing connection is gone a grace period: no output hook looks. */
+void trdma_txopt_release(struct trdma_txopt *o)
+{
+	kvfree(o->recs);
+	o->recs = NULL;
+	o->on = false;
 }
 
 void trdma_txopt_free(struct trdma_qp *qp)
@@ -329,27 +369,32 @@ static int trdma_tcpopt_insert(struct sk_buff *skb, u32 nhlen, u32 thlen,
 	return 0;
 }
 
-/* NF_INET_LOCAL_OUT, IPv4 and IPv6: tags the data skbs of trdma sockets. */
+/* A counter of tdev's, where there is one (none while a connection closes). */
+static void trdma_tcpopt_count(struct trdma_dev *tdev, enum trdma_counter c)
+{
+	if (tdev)
+		trdma_count(tdev, c, 1);
+}
+
+/*
+ * NF_INET_LOCAL_OUT, IPv4 and IPv6: tags the data skbs of trdma sockets,
+ * a QP's (trdma_cm_sk_txopt()) or, once the QP let go, one that closes.
+ */
 static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 				     const struct nf_hook_state *state)
 {
 	enum trdma_counter why = TRDMA_CNT_TCPOPT_UNFIT;
 	bool v6 = state->pf == NFPROTO_IPV6;
+	struct trdma_dev *tdev = NULL;
 	struct sock *sk = skb->sk;
 	struct trdma_tcp_opt opt;
 	const struct tcphdr *th;
 	u32 nhlen, thlen, plen, seglen, rel;
-	struct trdma_qp *qp;
+	struct trdma_txopt *o;
 	u8 proto;
 
-	if (!sk || !sk_fullsock(sk) || sk->sk_protocol != IPPROTO_TCP ||
-	    READ_ONCE(sk->sk_write_space) != trdma_cm_write_space)
+	if (!sk || !sk_fullsock(sk) || sk->sk_protocol != IPPROTO_TCP)
 		return NF_ACCEPT;
-	/* The socket's lock is held: see trdma_txopt_stop(). */
-	qp = READ_ONCE(sk->sk_user_data);
-	if (!qp || !READ_ONCE(qp->txopt.on))
-		return NF_ACCEPT;
-
 	if (v6) {
 		nhlen = sizeof(struct ipv6hdr);
 		proto = ipv6_hdr(skb)->nexthdr;
@@ -357,6 +402,14 @@ static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 		nhlen = ip_hdrlen(skb);
 		proto = ip_hdr(skb)->protocol;
 	}
+	/* IPsec's packet around one of ours, which passed here before. */
+	if (proto == IPPROTO_ESP || proto == IPPROTO_AH)
+		return NF_ACCEPT;
+	/* Under the socket's lock or RCU: see trdma_cm_sk_txopt(). */
+	o = trdma_cm_sk_txopt(sk, &tdev);
+	if (!o || !READ_ONCE(o->on))
+		return NF_ACCEPT;
+
 	if (proto != IPPROTO_TCP ||
 	    skb_headlen(skb) < nhlen + sizeof(struct tcphdr))
 		goto left_off;
@@ -367,7 +420,7 @@ static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 	plen = skb->len - nhlen - thlen;
 	if (!plen || th->syn)
 		return NF_ACCEPT;	/* no trdma bytes */
-	rel = ntohl(th->seq) - qp->txopt.iss;
+	rel = ntohl(th->seq) - o->iss;
 	if ((s32)(rel - (1 + sizeof(struct trdma_hello))) < 0)
 		return NF_ACCEPT;	/* a hello */
 
@@ -379,19 +432,19 @@ static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 	if (thlen + TRDMA_TCPOPT_LEN > MAX_TCP_OPTION_SPACE + sizeof(*th) ||
 	    seglen > dst_mtu(skb_dst(skb)))
 		goto left_off;
-	why = trdma_txopt_find(&qp->txopt, rel, plen, !skb_is_gso(skb), &opt);
+	why = trdma_txopt_find(o, rel, plen, !skb_is_gso(skb), &opt);
 	if (why != TRDMA_CNT_TCPOPT_TAGGED)
 		goto left_off;
 	why = TRDMA_CNT_TCPOPT_UNFIT;
 	if (trdma_tcpopt_insert(skb, nhlen, thlen, &opt, v6))
 		goto left_off;
-	trdma_count(qp->tdev, TRDMA_CNT_TCPOPT_TAGGED, 1);
+	trdma_tcpopt_count(tdev, TRDMA_CNT_TCPOPT_TAGGED);
 	return NF_ACCEPT;
 
 left_off:
 	/* The total, and why. */
-	trdma_count(qp->tdev, TRDMA_CNT_TCPOPT_LEFT_OFF, 1);
-	trdma_count(qp->tdev, why, 1);
+	trdma_tcpopt_count(tdev, TRDMA_CNT_TCPOPT_LEFT_OFF);
+	trdma_tcpopt_count(tdev, why);
 	return NF_ACCEPT;
 }
 

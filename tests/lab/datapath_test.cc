@@ -16,7 +16,9 @@
 #include <cstring>
 #include <iostream>
 #include <random>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -1260,6 +1262,119 @@ TEST_F(DataPathTest, BlackholedConnectionTimesOut) {
   // Not before the QP's own timeout, and well within TCP's retry spacing.
   EXPECT_GE(ms, 500);
   EXPECT_LT(ms, 10000);
+}
+
+// What TCP sends after the QPs let go of their connection (bytes the peer
+// had not acknowledged, or not yet received) still carries the trdma TCP
+// option (docs/wire.md): the connection closes on with the QP's option
+// records.  Captured from the SYNs on: a SEND of 100,000 bytes arrives
+// (check-capture wants tagged packets in the middle of a trdma segment
+// too); then every segment is dropped before the capture sees it while a
+// SEND of 3,000 bytes is posted and both QPs are destroyed, so that its
+// bytes, the ACKs owed and both FINs first reach the wire after the
+// blackhole, half a second later, while the connection closes.
+// check-capture passes only where they carry the option.
+TEST_F(DataPathTest, SegmentsSentWhileTheConnectionClosesCarryTheOption) {
+  const std::string check = "tools/wireshark/check-capture";
+  const std::string cap = "/tmp/trdma-closing.pcap";
+  ASSERT_EQ(access(check.c_str(), X_OK), 0)
+      << check << " (run from the project root)";
+  // Whatever a failed assertion leaves: the capture, the blackhole.
+  struct Cleanup {
+    bool tcpdump = false, nft = false;
+    ~Cleanup() {
+      if (nft) Sh("nft delete table inet trdma_closing");
+      if (tcpdump) Sh("kill $(cat /tmp/tcpdump-closing.pid)");
+    }
+  } cleanup;
+  ASSERT_EQ(Sh("tcpdump -i lo -B 32768 -U -w " + cap +
+               " tcp port 4791 2>/tmp/tcpdump-closing.log & "
+               "echo $! >/tmp/tcpdump-closing.pid; sleep 1"),
+            0);
+  cleanup.tcpdump = true;
+  ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
+  ASSERT_NE(x, nullptr);
+  ASSERT_NE(y, nullptr);
+  // Timeout 18 (1.07 s): TCP gives up on the connection after 8.6 s
+  // (TCP_USER_TIMEOUT), well after the blackhole.
+  ASSERT_EQ(Connect(x, y, 7, 18), 0);
+  ASSERT_EQ(Connect(y, x, 7, 18), 0);
+  Side xs;  // x, posting from a_'s buffer
+  xs.qp = x;
+  ASSERT_EQ(PostRecvOn(y, 1, Sges(b_, 0, 100000, 1)), 0);
+  ASSERT_EQ(PostSend(xs, 2, IBV_WR_SEND, Sges(a_, 0, 100000, 1)), 0);
+  EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+
+  ASSERT_EQ(PostRecvOn(y, 3, Sges(b_, 0, 3000, 1)), 0);
+  ASSERT_EQ(Sh("nft add table inet trdma_closing && "
+               "nft add chain inet trdma_closing out "
+               "'{ type filter hook output priority 0; }' && "
+               "nft add rule inet trdma_closing out tcp sport 4791 "
+               "counter drop && "
+               "nft add rule inet trdma_closing out tcp dport 4791 "
+               "counter drop"),
+            0);
+  cleanup.nft = true;
+  ASSERT_EQ(PostSend(xs, 4, IBV_WR_SEND, Sges(a_, 0, 3000, 1)), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+  EXPECT_EQ(ibv_destroy_qp(y), 0);
+  const long destroy_ms = MsSince(t0);
+  // The SEND never acknowledged, the receive never filled: both flushed.
+  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(Wait(b_.cq).status, IBV_WC_WR_FLUSH_ERR);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string rules = ShOut("nft list table inet trdma_closing");
+  EXPECT_EQ(Sh("nft delete table inet trdma_closing"), 0);
+  cleanup.nft = false;
+  // Captured from here on, what went after the QPs were gone.
+  const std::string off = std::to_string(
+      std::chrono::duration<double>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  long dropped = 0;
+  std::regex re("counter packets (\\d+)");
+  for (std::sregex_iterator it(rules.begin(), rules.end(), re), end;
+       it != end; ++it)
+    dropped += std::stol((*it)[1]);
+  // TCP tries again with its timers backing off: wait for the SEND's
+  // bytes and both FINs on the wire (a FIN may go with the SEND's bytes).
+  const std::string seen =
+      "tshark -n -r " + cap + " -Y 'frame.time_epoch >= " + off +
+      " && (tcp.len >= 3000 || tcp.flags.fin == 1)'"
+      " -T fields -e tcp.len -e tcp.flags.fin 2>/dev/null";
+  auto t1 = std::chrono::steady_clock::now();
+  int n_send, n_fin;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::istringstream in(ShOut(seen));
+    std::string fin;
+    unsigned len;
+    n_send = n_fin = 0;
+    while (in >> len >> fin) {
+      n_send += len >= 3000 && len < 3100;
+      n_fin += fin == "1" || fin == "True";
+    }
+  } while ((n_send < 1 || n_fin < 2) && MsSince(t1) < 6000);
+  const long wire_ms = MsSince(t1);
+  Sh("sleep 1; kill $(cat /tmp/tcpdump-closing.pid); sleep 1");
+  cleanup.tcpdump = false;
+  const std::string verdict = ShOut(check + " " + cap + " 2>&1; echo rc=$?");
+  std::cout << "destroyed in " << destroy_ms << " ms; " << dropped
+            << " segments dropped; within " << wire_ms
+            << " ms of the blackhole's end: " << n_send
+            << " segments of the SEND, " << n_fin << " FINs\n"
+            << verdict;
+  EXPECT_GT(dropped, 0);
+  // TCP's tries after the first drop come 0.2, 0.6, 1.4 and 3 s after it:
+  // the blackhole must end before the closing's 5 s are over.
+  EXPECT_LT(destroy_ms, 1000);
+  EXPECT_GE(n_send, 1) << "the SEND's bytes never went";
+  EXPECT_GE(n_fin, 2) << "a FIN never went";
+  EXPECT_NE(verdict.find("rc=0"), std::string::npos)
+      << ShOut("tshark -n -r " + cap + " 2>&1 | tail -20");
 }
 
 // Inline at the maximum the module grants (max_inline): the bytes are taken
