@@ -12,6 +12,7 @@
  * cq_event hook has nothing to do for trdma and stays libibverbs' no-op).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +139,32 @@ static inline struct trdma_cq *to_tcq_ex(struct ibv_cq_ex *ibcq)
 	return trdma_container_of(ibcq, struct trdma_cq, ibv_cq_ex);
 }
 
+/*
+ * Whether an empty poll gives up the CPU (sched_yield()): on a host with
+ * one CPU online, where the kernel's transmit worker (tx_spread is off
+ * there, trdma_tx.c) and receive softirq, which make the completions a
+ * busy poller waits for, need the CPU it holds; the scheduler would give
+ * it them only at its next tick or wake-up.  Across two lab guests of one
+ * vCPU each this took perftest's 64 B message rate from 7.6-8.5 to
+ * 11.0-15.7 thousand/s (docs/performance.md).  With more CPUs the worker
+ * runs on another, and polling never enters the kernel.  env, the value
+ * of TRDMA_POLL_YIELD, decides where it is "0" or "1".
+ */
+bool trdma_poll_yield_default(const char *env, long online_cpus)
+{
+	if (env && !strcmp(env, "0"))
+		return false;
+	if (env && !strcmp(env, "1"))
+		return true;
+	return online_cpus == 1;
+}
+
+static void trdma_poll_empty(struct trdma_cq *cq)
+{
+	if (to_tctx(cq->ibv_cq.context)->poll_yield)
+		sched_yield();
+}
+
 static int trdma_start_poll(struct ibv_cq_ex *ibcq,
 			    struct ibv_poll_cq_attr *attr)
 {
@@ -151,6 +178,8 @@ static int trdma_start_poll(struct ibv_cq_ex *ibcq,
 	ret = trdma_cq_ex_take(cq);
 	if (ret)
 		pthread_spin_unlock(&cq->lock);
+	if (ret == ENOENT)
+		trdma_poll_empty(cq);
 	return ret;
 }
 
@@ -307,6 +336,8 @@ int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	if (n)
 		trdma_uring_publish_cons(r, cons + n);
 	pthread_spin_unlock(&cq->lock);
+	if (!n)
+		trdma_poll_empty(cq);
 	return n;
 }
 

@@ -152,6 +152,8 @@ static struct verbs_context *trdma_alloc_context(struct ibv_device *ibdev,
 	}
 
 	ctx->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	ctx->poll_yield = trdma_poll_yield_default(getenv("TRDMA_POLL_YIELD"),
+						   sysconf(_SC_NPROCESSORS_ONLN));
 	verbs_set_ops(&ctx->ibv_ctx, &trdma_ctx_ops);
 	return &ctx->ibv_ctx;
 

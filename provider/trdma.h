@@ -28,6 +28,7 @@ struct trdma_device {
 struct trdma_context {
 	struct verbs_context ibv_ctx;
 	size_t page_size;	/* for the lengths of ring mappings */
+	bool poll_yield;	/* an empty poll yields the CPU: see cq.c */
 };
 
 struct trdma_mr {
@@ -267,6 +268,7 @@ struct ibv_cq *trdma_create_cq(struct ibv_context *ibctx, int cqe,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector);
 int trdma_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
+bool trdma_poll_yield_default(const char *env, long online_cpus);
 int trdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 int trdma_resize_cq(struct ibv_cq *ibcq, int cqe);
 int trdma_destroy_cq(struct ibv_cq *ibcq);

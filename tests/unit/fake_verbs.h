@@ -44,6 +44,9 @@ int fk_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		size_t length, int access);
 int fk_dereg_mr(struct ibv_mr *mr);
 
+/* The provider's own: whether an empty poll yields the CPU (cq.c). */
+bool trdma_poll_yield_default(const char *env, long online_cpus);
+
 struct ibv_cq *fk_create_cq(struct ibv_context *ctx, int cqe);
 int fk_destroy_cq(struct ibv_cq *cq);
 int fk_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);

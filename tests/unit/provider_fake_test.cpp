@@ -399,6 +399,21 @@ TEST_F(Provider, CreateCqMapsTheRing)
 	EXPECT_EQ(errno, EINVAL);
 }
 
+// An empty poll yields the CPU on a host with one CPU online (where the
+// kernel's transmit worker needs it), never otherwise; TRDMA_POLL_YIELD
+// "0" or "1" decides, any other value leaves it to the CPU count.
+TEST(PollYield, OnlyWithOneCpuUnlessTheEnvironmentSays)
+{
+	EXPECT_TRUE(trdma_poll_yield_default(nullptr, 1));
+	EXPECT_FALSE(trdma_poll_yield_default(nullptr, 2));
+	EXPECT_FALSE(trdma_poll_yield_default(nullptr, 64));
+	EXPECT_FALSE(trdma_poll_yield_default(nullptr, -1));	// sysconf failed
+	EXPECT_FALSE(trdma_poll_yield_default("0", 1));
+	EXPECT_TRUE(trdma_poll_yield_default("1", 8));
+	EXPECT_TRUE(trdma_poll_yield_default("yes", 1));
+	EXPECT_FALSE(trdma_poll_yield_default("", 4));
+}
+
 TEST_F(Provider, CreateCqRefusesImpossibleResponses)
 {
 	fk_break_next_create(FK_BREAK_CQ_SLOTS);
