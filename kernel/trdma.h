@@ -1049,10 +1049,9 @@ int trdma_tls_discard(struct socket *sock);
 int trdma_tcpopt_net_up(struct trdma_net *tnet);
 void trdma_tcpopt_net_down(struct trdma_net *tnet);
 void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock);
-void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock);
+void trdma_txopt_stop(struct trdma_qp *qp);
 void trdma_txopt_handover(struct trdma_qp *qp, struct trdma_txopt *to);
 void trdma_txopt_release(struct trdma_txopt *o);
-void trdma_txopt_free(struct trdma_qp *qp);
 bool trdma_txopt_begin(struct trdma_qp *qp, struct sock *sk, u32 len,
 		       const struct trdma_bth *bth, bool may_grow);
 int trdma_txopt_eor(struct trdma_qp *qp);

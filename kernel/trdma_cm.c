@@ -723,11 +723,11 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	if (c && !tls) {
 		trdma_txopt_handover(qp, &c->txopt);
 		trdma_closing_install(c);
+	} else {
+		trdma_txopt_stop(qp);
 	}
 	release_sock(sk);
 	trdma_tls_stop(qp);
-	if (!c || tls)
-		trdma_txopt_stop(qp, sock);
 	trdma_cm_close(sock, c, tls);
 out:
 	/* No callback of the socket runs any more: the receive path is idle. */

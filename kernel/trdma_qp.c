@@ -924,7 +924,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	kfree(qp->ud_sqe);
 	kvfree(qp->swi);
 	kvfree(qp->swq);
-	trdma_txopt_free(qp);
+	trdma_txopt_release(&qp->txopt);
 	atomic_dec(&qp->tdev->counts.qp);
 	return 0;
 }

@@ -112,19 +112,18 @@ void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
 }
 
 /*
- * Connection teardown, after the socket's callbacks were restored: the
- * output hook runs under the socket's lock, so once we held it no hook
- * still looks at this QP.  Where the connection closes on without its
- * records: an encrypted one (which has none), or where detach had no
- * memory for its closing (trdma_cm_detach_locked()).
+ * Connection teardown, the connection closing on without the QP's records
+ * (an encrypted one, which has none, or where detach had no memory for
+ * its closing, trdma_cm_detach_locked()): options are left off from now
+ * on.  The caller owns the socket, with the QP's callbacks already taken
+ * off: the output hook runs under the socket's lock, so once it lets go
+ * no hook still looks at this QP.
  */
-void trdma_txopt_stop(struct trdma_qp *qp, struct socket *sock)
+void trdma_txopt_stop(struct trdma_qp *qp)
 {
-	lock_sock(sock->sk);
 	spin_lock_bh(&qp->txopt.lock);
 	qp->txopt.on = false;
 	spin_unlock_bh(&qp->txopt.lock);
-	release_sock(sock->sk);
 }
 
 /*
@@ -157,18 +156,15 @@ void trdma_txopt_handover(struct trdma_qp *qp, struct trdma_txopt *to)
 	spin_unlock_bh(&o->lock);
 }
 
-/* The closing connection is gone a grace period: no output hook looks. */
+/*
+ * The records' memory, where no output hook looks any more: a QP's when it
+ * is freed, a closing connection's a grace period after it let go.
+ */
 void trdma_txopt_release(struct trdma_txopt *o)
 {
 	kvfree(o->recs);
 	o->recs = NULL;
 	o->on = false;
-}
-
-void trdma_txopt_free(struct trdma_qp *qp)
-{
-	kvfree(qp->txopt.recs);
-	qp->txopt.recs = NULL;
 }
 
 /* Doubles the record ring.  Process context, by the transmitter. */
@@ -395,6 +391,11 @@ static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 
 	if (!sk || !sk_fullsock(sk) || sk->sk_protocol != IPPROTO_TCP)
 		return NF_ACCEPT;
+	/* Under the socket's lock or RCU: see trdma_cm_sk_txopt(). */
+	o = trdma_cm_sk_txopt(sk, &tdev);
+	if (!o || !READ_ONCE(o->on))
+		return NF_ACCEPT;
+
 	if (v6) {
 		nhlen = sizeof(struct ipv6hdr);
 		proto = ipv6_hdr(skb)->nexthdr;
@@ -405,11 +406,6 @@ static unsigned int trdma_tcpopt_out(void *priv, struct sk_buff *skb,
 	/* IPsec's packet around one of ours, which passed here before. */
 	if (proto == IPPROTO_ESP || proto == IPPROTO_AH)
 		return NF_ACCEPT;
-	/* Under the socket's lock or RCU: see trdma_cm_sk_txopt(). */
-	o = trdma_cm_sk_txopt(sk, &tdev);
-	if (!o || !READ_ONCE(o->on))
-		return NF_ACCEPT;
-
 	if (proto != IPPROTO_TCP ||
 	    skb_headlen(skb) < nhlen + sizeof(struct tcphdr))
 		goto left_off;

@@ -106,40 +106,6 @@ ibv_port_state PortState(ibv_context *ctx) {
   return pa.state;
 }
 
-// An nftables table that drops every trdma TCP segment on output (both
-// directions of a connection over lo), removed again when this goes.
-class Blackhole {
- public:
-  Blackhole() {
-    on_ = Sh("nft add table inet trdma_fault && "
-             "nft add chain inet trdma_fault out "
-             "'{ type filter hook output priority 0; }' && "
-             "nft add rule inet trdma_fault out tcp sport " + kPort +
-             " counter drop && "
-             "nft add rule inet trdma_fault out tcp dport " + kPort +
-             " counter drop") == 0;
-  }
-  // Segments dropped so far.
-  long Dropped() const {
-    std::string out = ShOut("nft list table inet trdma_fault 2>/dev/null");
-    std::regex re("counter packets (\\d+)");
-    long n = 0;
-    for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end;
-         ++it)
-      n += std::stol((*it)[1]);
-    return n;
-  }
-  ~Blackhole() { Off(); }
-  bool on() const { return on_; }
-  void Off() {
-    if (on_) Sh("nft delete table inet trdma_fault");
-    on_ = false;
-  }
-
- private:
-  bool on_ = false;
-};
-
 // A netem qdisc as the root qdisc of lo, removed again when this goes.
 class Netem {
  public:

@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
+
+#include <rdma/trdma-wire.h>
 
 namespace trdma_lab {
 
@@ -53,6 +56,31 @@ ModuleParam::ModuleParam(const std::string &name, const std::string &value)
 }
 
 ModuleParam::~ModuleParam() { Sh("echo " + old_ + " > " + path_); }
+
+Blackhole::Blackhole(const std::string &table) : table_(table) {
+  const std::string port = std::to_string(TRDMA_DEFAULT_PORT);
+  on_ = Sh("nft add table inet " + table_ + " && nft add chain inet " +
+           table_ + " out '{ type filter hook output priority 0; }' && " +
+           "nft add rule inet " + table_ + " out tcp sport " + port +
+           " counter drop && nft add rule inet " + table_ +
+           " out tcp dport " + port + " counter drop") == 0;
+}
+
+long Blackhole::Dropped() const {
+  std::string out = ShOut("nft list table inet " + table_ + " 2>/dev/null");
+  std::regex re("counter packets (\\d+)");
+  long n = 0;
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end;
+       ++it)
+    n += std::stol((*it)[1]);
+  return n;
+}
+
+bool Blackhole::Off() {
+  bool ok = !on_ || Sh("nft delete table inet " + table_) == 0;
+  on_ = false;
+  return ok;
+}
 
 Context OpenDevice(const std::string &name) {
   int n = 0;

@@ -164,6 +164,26 @@ class ModuleParam {
   bool ok_;
 };
 
+// An nftables table (inet NAME) that drops every trdma TCP segment on
+// output (both directions of a connection over lo), removed again when
+// this goes.  on(): it was added.
+class Blackhole {
+ public:
+  explicit Blackhole(const std::string &table = "trdma_fault");
+  ~Blackhole() { Off(); }
+  Blackhole(const Blackhole &) = delete;
+  Blackhole &operator=(const Blackhole &) = delete;
+  bool on() const { return on_; }
+  // Segments dropped so far.
+  long Dropped() const;
+  // Removes the table; false where that failed.
+  bool Off();
+
+ private:
+  std::string table_;
+  bool on_ = false;
+};
+
 struct ContextCloser {
   void operator()(ibv_context *ctx) const { ibv_close_device(ctx); }
 };
