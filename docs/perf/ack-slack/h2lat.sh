@@ -15,31 +15,25 @@ me=$TRDMA_LAB_HOST
 tests=("ib_send_lat -s 8 -n 5000" "ib_send_bw -s 64 -n 20000")
 msgs=(5000 20000)
 irqsum() { awk -v k="$1" '$0 ~ k { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
-modprobe trdma && rmmod trdma
-modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+variant_modules
 for r in $(seq "$rounds"); do
 	nv=0
 	for v in "$@"; do
 		nv=$((nv + 1))
-		variant_up "$v"
-		tools/lab/barrier -t 120 "l-$r-$nv" || exit 1
+		variant_up "$v" "l-$r-$nv"
 		for i in "${!tests[@]}"; do
 			t=${tests[$i]} m=${msgs[$i]}
 			tag="t-$r-$nv-$i"
 			nstat -n
 			vi0=$(irqsum 'virtio.*input') vo0=$(irqsum 'virtio.*output') l0=$(irqsum '^ *LOC:')
-			: >/tmp/c.log
+			# shellcheck disable=SC2086
+			variant_server $t
+			tools/lab/barrier -t 200 "$tag-up"
 			if [ "$me" = 2 ]; then
-				# shellcheck disable=SC2086
-				timeout 200 $t "${opts[@]}" -F >/tmp/s.log 2>&1 &
-				pid=$!
-				if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
-				tools/lab/barrier -t 200 "$tag-up"
-				wait $pid
+				wait $spid
 			else
-				tools/lab/barrier -t 200 "$tag-up"
 				# shellcheck disable=SC2086
-				timeout 200 $t "${opts[@]}" -F "$TRDMA_LAB_PEER" >/tmp/c.log 2>&1 || echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
+				variant_client $t
 			fi
 			tools/lab/barrier -t 200 "$tag-done"
 			ns=$(nstat -z TcpOutSegs TcpInSegs TcpExtTCPAutoCorking TcpExtDelayedACKs TcpExtTCPPureAcks TcpExtTCPHPHits TcpRetransSegs | awk 'NR > 1 { printf "%s %.2f ", $1, $2 / '"$m"' }')

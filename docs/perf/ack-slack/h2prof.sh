@@ -14,28 +14,21 @@ build=build pass=0 fail=0
 . "$(dirname "$0")/variant.sh"
 me=$TRDMA_LAB_HOST
 out=${TRDMA_LAB_OUT:?}
-modprobe trdma && rmmod trdma
-modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+variant_modules
 nv=0
 for v in "$@"; do
 	nv=$((nv + 1))
-	variant_up "$v"
-	tools/lab/barrier -t 120 "l-$nv" || exit 1
+	variant_up "$v" "l-$nv"
 	tag="p-$nv"
-	: >/tmp/c.log
-	if [ "$me" = 2 ]; then
-		timeout 300 ib_send_lat -s 8 -n "$n" "${opts[@]}" -F >/tmp/s.log 2>&1 &
-		pid=$!
-		if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
-	fi
+	variant_server ib_send_lat -s 8 -n "$n"
 	perf record -q -a -g -F 999 -o /tmp/p.data >/dev/null 2>&1 &
 	ppid=$!
 	sleep 2
 	tools/lab/barrier -t 200 "$tag-up"
 	if [ "$me" = 2 ]; then
-		wait $pid
+		wait $spid
 	else
-		timeout 300 ib_send_lat -s 8 -n "$n" "${opts[@]}" -F "$TRDMA_LAB_PEER" >/tmp/c.log 2>&1 || echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
+		variant_client ib_send_lat -s 8 -n "$n"
 	fi
 	kill -INT $ppid
 	wait $ppid

@@ -1,8 +1,10 @@
 # shellcheck shell=bash disable=SC2034,SC2154  # the caller's variables
-# Sourced by h2lat.sh and h2prof.sh.  variant_up V: sets up the transport
-# of variant V (trdma[:PARAM=V,...][+autocork0] or siw; $ifname, $siwko)
-# and sets tr, dev and opts (how perftest reaches it); variant_down: the
-# reverse.
+# Sourced by the two-guest experiment scripts under docs/perf (h2lat.sh,
+# h2prof.sh here, ../rate-h2, ../poll-yield, ../h2-yield).  variant_up V:
+# sets up the transport of variant V (trdma[:PARAM=V,...][+autocork0] or
+# siw; $ifname, $siwko) and sets tr, dev and opts (how perftest reaches
+# it), then waits for the other host at barrier B where given ("variant_up
+# V B"); variant_down: the reverse.
 variant_up() {
 	local v=$1 params='' ac=1
 	tr=${v%%[:+]*}
@@ -21,9 +23,33 @@ variant_up() {
 		dev=siw0
 		opts=(-d siw0 -R)
 	fi
+	[ $# -lt 2 ] || tools/lab/barrier -t 120 "$2" || exit 1
 }
 variant_down() {
 	rdma link delete "$dev"
 	if [ "$tr" = trdma ]; then rmmod trdma; else rmmod siw; fi
 	sleep 1
+}
+
+# variant_modules: the modules every variant needs loaded, trdma not (its
+# variants load it with their parameters).
+variant_modules() {
+	modprobe trdma && rmmod trdma
+	modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+}
+# variant_server CMD...: empties /tmp/c.log; on host 2 starts perftest's
+# server CMD over the variant (its opts) in the background, its pid in
+# spid, and returns once it listens (siw's, reached through rdma_cm, gets
+# 10 s).  variant_client CMD...: host 1 runs CMD's client against host 2,
+# its output in /tmp/c.log.
+variant_server() {
+	: >/tmp/c.log
+	[ "$TRDMA_LAB_HOST" = 2 ] || return 0
+	timeout 300 "$@" "${opts[@]}" -F >/tmp/s.log 2>&1 &
+	spid=$!
+	if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
+}
+variant_client() {
+	timeout 300 "$@" "${opts[@]}" -F "$TRDMA_LAB_PEER" >/tmp/c.log 2>&1 ||
+		echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
 }

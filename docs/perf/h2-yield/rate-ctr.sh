@@ -6,34 +6,29 @@ set -uo pipefail
 ifname=${TRDMA_LAB_IF:?}
 siwko=$1 n=$2 rounds=$3
 shift 3
+# shellcheck disable=SC2034
 build=build pass=0 fail=0
 . tests/lab/lib.sh
-. docs/perf/ack-slack/variant.sh
+# shellcheck source=docs/perf/ack-slack/variant.sh
+. "$(dirname "$0")/../ack-slack/variant.sh"
 me=$TRDMA_LAB_HOST
-modprobe trdma && rmmod trdma
-modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+variant_modules
 ctrs() { [ "$tr" = trdma ] && rdma statistic show link trdma0/1 | tr ' ' '\n' | awk 'NR>4 && NF' | paste - - ; }
 nv=0
 for r in $(seq "$rounds"); do
 for v in "$@"; do
 	nv=$((nv + 1))
-	variant_up "$v"
-	tools/lab/barrier -t 120 "l-$nv" || exit 1
+	variant_up "$v" "l-$nv"
 	tag="p-$nv"
-	: >/tmp/c.log
-	if [ "$me" = 2 ]; then
-		timeout 300 ib_send_bw -s 64 -n "$n" "${opts[@]}" -F >/tmp/s.log 2>&1 &
-		pid=$!
-		if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
-	fi
+	variant_server ib_send_bw -s 64 -n "$n"
 	nstat -n
 	ctrs >/tmp/c0
 	t0=$(awk '/^cpu /{print $2+$3, $4, $7+$8, $5}' /proc/stat)
 	tools/lab/barrier -t 200 "$tag-up"
 	if [ "$me" = 1 ]; then
-		timeout 300 ib_send_bw -s 64 -n "$n" "${opts[@]}" -F "$TRDMA_LAB_PEER" >/tmp/c.log 2>&1 || echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
+		variant_client ib_send_bw -s 64 -n "$n"
 	else
-		wait $pid
+		wait $spid
 	fi
 	t1=$(awk '/^cpu /{print $2+$3, $4, $7+$8, $5}' /proc/stat)
 	ctrs >/tmp/c1

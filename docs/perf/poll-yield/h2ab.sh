@@ -13,8 +13,7 @@ build=build pass=0 fail=0
 # shellcheck source=docs/perf/ack-slack/variant.sh
 . "$(dirname "$0")/../ack-slack/variant.sh"
 me=$TRDMA_LAB_HOST
-modprobe trdma && rmmod trdma
-modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+variant_modules
 tests=("ib_send_bw -s 64 -n 50000" "ib_send_lat -s 8 -n 10000")
 k=0
 for r in $(seq "$rounds"); do
@@ -23,17 +22,14 @@ for r in $(seq "$rounds"); do
 		if [ "$v" = off ]; then e=(env TRDMA_POLL_YIELD=0); else e=(env); fi
 		for t in "${tests[@]}"; do
 			k=$((k + 1))
+			# shellcheck disable=SC2086
+			variant_server "${e[@]}" $t
+			tools/lab/barrier -t 200 "y-$k"
 			if [ "$me" = 2 ]; then
-				# shellcheck disable=SC2086
-				timeout 300 "${e[@]}" $t "${opts[@]}" -F >/tmp/s.log 2>&1 &
-				pid=$!
-				if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
-				tools/lab/barrier -t 200 "y-$k"
-				wait $pid
+				wait $spid
 			else
-				tools/lab/barrier -t 200 "y-$k"
 				# shellcheck disable=SC2086
-				timeout 300 "${e[@]}" $t "${opts[@]}" -F "$TRDMA_LAB_PEER" >/tmp/c.log 2>&1 || echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
+				variant_client "${e[@]}" $t
 				fig=$(grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/c.log | tail -1 | awk '{print $3, $4, $5, $6}')
 				echo "R$r $v ${t%% -n*}: $fig"
 			fi

@@ -16,20 +16,13 @@ build=build pass=0 fail=0
 me=$TRDMA_LAB_HOST
 out=${TRDMA_LAB_OUT:?}
 irqsum() { awk -v k="$1" '$0 ~ k { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
-modprobe trdma && rmmod trdma
-modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+variant_modules
 nv=0
 for v in "$@"; do
 	nv=$((nv + 1))
-	variant_up "$v"
-	tools/lab/barrier -t 120 "l-$nv" || exit 1
+	variant_up "$v" "l-$nv"
 	tag="p-$nv"
-	: >/tmp/c.log
-	if [ "$me" = 2 ]; then
-		timeout 300 ib_send_bw -s 64 -n "$n" "${opts[@]}" -F >/tmp/s.log 2>&1 &
-		pid=$!
-		if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
-	fi
+	variant_server ib_send_bw -s 64 -n "$n"
 	nstat -n
 	vi0=$(irqsum 'virtio.*input') t0=$(awk '/^cpu /{print $2+$3, $4, $7+$8, $5}' /proc/stat)
 	# perf first, with time to set itself up: beside a busy-polling
@@ -39,9 +32,9 @@ for v in "$@"; do
 	sleep 15
 	tools/lab/barrier -t 200 "$tag-up"
 	if [ "$me" = 1 ]; then
-		timeout 300 ib_send_bw -s 64 -n "$n" "${opts[@]}" -F "$TRDMA_LAB_PEER" >/tmp/c.log 2>&1 || echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
+		variant_client ib_send_bw -s 64 -n "$n"
 	else
-		wait $pid
+		wait $spid
 	fi
 	kill -INT $ppid
 	wait $ppid
