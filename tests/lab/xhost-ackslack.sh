@@ -56,12 +56,13 @@ ack_arms() {
 # arms_ok KIND SLACK: at least 20 arms of KIND; every idle arm without
 # slack, every other with SLACK; the trace lost nothing.
 arms_ok() {
-	local n wrong
+	local arms n wrong
 	[ -z "$aerr" ] || { echo "$aerr"; return 1; }
-	n=$(ack_arms | awk -v k="$1" '$1 == k' | wc -l)
-	wrong=$(ack_arms | awk -v s="$2" '$2 != ($1 == "idle" ? 0 : s)' | wc -l)
+	arms=$(ack_arms)
+	n=$(awk -v k="$1" '$1 == k' <<<"$arms" | wc -l)
+	wrong=$(awk -v s="$2" '$2 != ($1 == "idle" ? 0 : s)' <<<"$arms" | wc -l)
 	echo "$n $1 arms; $wrong with the wrong slack (count, task, slack in ns:" \
-		"$(ack_arms | sort | uniq -c | sort -rn | head -4 | tr -s ' \n' ' '))"
+		"$(sort <<<"$arms" | uniq -c | sort -rn | head -4 | tr -s ' \n' ' '))"
 	grep -q '^overrun: [1-9]' "$ainst"/per_cpu/cpu*/stats &&
 		{ echo "the trace lost events"; return 1; }
 	[ "$n" -ge 20 ] && [ "$wrong" -eq 0 ]

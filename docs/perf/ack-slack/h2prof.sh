@@ -15,11 +15,8 @@ build=build pass=0 fail=0
 me=$TRDMA_LAB_HOST
 out=${TRDMA_LAB_OUT:?}
 variant_modules
-nv=0
 for v in "$@"; do
-	nv=$((nv + 1))
-	variant_up "$v" "l-$nv"
-	tag="p-$nv"
+	variant_next "$v"
 	variant_server ib_send_lat -s 8 -n "$n"
 	perf record -q -a -g -F 999 -o /tmp/p.data >/dev/null 2>&1 &
 	ppid=$!

@@ -25,6 +25,15 @@ variant_up() {
 	fi
 	[ $# -lt 2 ] || tools/lab/barrier -t 120 "$2" || exit 1
 }
+# variant_next V: the run's next variant, V, set up as variant_up does,
+# waiting for the other host at barrier "l-NV"; nv counts the variants so
+# far and tag ("p-NV") names the barriers of its transfer.
+nv=0
+variant_next() {
+	nv=$((nv + 1))
+	variant_up "$1" "l-$nv"
+	tag="p-$nv"
+}
 variant_down() {
 	rdma link delete "$dev"
 	if [ "$tr" = trdma ]; then rmmod trdma; else rmmod siw; fi

@@ -14,12 +14,9 @@ build=build pass=0 fail=0
 me=$TRDMA_LAB_HOST
 variant_modules
 ctrs() { [ "$tr" = trdma ] && rdma statistic show link trdma0/1 | tr ' ' '\n' | awk 'NR>4 && NF' | paste - - ; }
-nv=0
 for r in $(seq "$rounds"); do
 for v in "$@"; do
-	nv=$((nv + 1))
-	variant_up "$v" "l-$nv"
-	tag="p-$nv"
+	variant_next "$v"
 	variant_server ib_send_bw -s 64 -n "$n"
 	nstat -n
 	ctrs >/tmp/c0

@@ -17,11 +17,8 @@ me=$TRDMA_LAB_HOST
 out=${TRDMA_LAB_OUT:?}
 irqsum() { awk -v k="$1" '$0 ~ k { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
 variant_modules
-nv=0
 for v in "$@"; do
-	nv=$((nv + 1))
-	variant_up "$v" "l-$nv"
-	tag="p-$nv"
+	variant_next "$v"
 	variant_server ib_send_bw -s 64 -n "$n"
 	nstat -n
 	vi0=$(irqsum 'virtio.*input') t0=$(awk '/^cpu /{print $2+$3, $4, $7+$8, $5}' /proc/stat)
