@@ -141,10 +141,12 @@ counter() {
 		grep -A1 -x "$1" | tail -n1
 }
 positive() { local v; v=$(counter "$@"); [ -n "$v" ] && [ "$v" -gt 0 ]; }
-# TCP's retransmitted segments in this namespace (/proc/net/snmp).
-tcp_retrans() {
-	awk '/^Tcp:/ { if (!n) { for (i = 1; i <= NF; i++) f[$i] = i; n = 1 }
-		else print $f["RetransSegs"] }' /proc/net/snmp
+# tcp_mib NAME: TCP's counter TcpNAME in this namespace (/proc/net/snmp).
+tcp_mib() {
+	awk -v k="$1" '/^Tcp:/ { if (!n) { for (i = 1; i <= NF; i++) f[$i] = i; n = 1 }
+		else if (k in f) print $f[k]; else exit 1 }' /proc/net/snmp
 }
+# TCP's retransmitted segments in this namespace.
+tcp_retrans() { tcp_mib RetransSegs; }
 zero() { [ "$(counter "$@")" = 0 ]; }
 

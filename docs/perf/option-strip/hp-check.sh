@@ -1,0 +1,16 @@
+#!/bin/bash
+# The run check's logic against a module that leaves the option in.
+cd /work/main
+ifname=$TRDMA_LAB_IF dev=trdma0 build=build pass=0 fail=0
+. tests/lab/lib.sh
+modprobe trdma; rmmod trdma
+for v in 0 1; do
+insmod build/kernel/trdma.ko tcp_option_strip=$v || exit 1
+rdma link add trdma0 type trdma netdev "$ifname" || exit 1
+h0=$(tcp_ext TCPHPHits) t0=$(counter tcp_option_tagged)
+pair "$dev" "$dev" -x ib_send_lat -s 8 -n 1000 || echo pair failed
+h=$(($(tcp_ext TCPHPHits) - h0)) t=$(($(counter tcp_option_tagged) - t0))
+echo "strip=$v TcpExtTCPHPHits +$h, tcp_option_tagged +$t"
+[ "$t" -ge 1000 ] && [ $((h * 4)) -ge $((t * 3)) ] && echo "strip=$v: check passes" || echo "strip=$v: check FAILS"
+rdma link delete trdma0; rmmod trdma
+done
