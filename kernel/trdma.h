@@ -652,9 +652,10 @@ struct trdma_qp {
 	struct socket *connecting;	/* active connect in progress */
 	struct delayed_work connect_work;
 	/*
-	 * The accepting side could not check our sq_psn while we were in
-	 * RTR: dial again on reaching RTS (or after accept_timeout); under
-	 * state_mutex.
+	 * connect_work waits for our RTS: the first dial, for a moment after
+	 * RTR (TRDMA_DIAL_RTR_WAIT), or a dial again after the accepting
+	 * side could not check our sq_psn while we were in RTR (for
+	 * accept_timeout); reaching RTS dials at once.  Under state_mutex.
 	 */
 	bool dial_parked;
 	/* The listener's key for our peer (trdma_key.c); trdma_key_lock. */

@@ -819,9 +819,15 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	sock->sk->sk_sndtimeo = trdma_accept_timeout * HZ;
 	sock->sk->sk_rcvtimeo = (trdma_accept_timeout + 5) * HZ;
 
-	/* Destroy moves the QP to ERR first, then shuts down connecting. */
+	/*
+	 * Destroy moves the QP to ERR first, then shuts down connecting.
+	 * From here on reaching RTS does not dial: this dial's hello says
+	 * whether the QP is in RTS when it goes.  A run that RTS queued
+	 * while an earlier one was on its way finds the QP connected.
+	 */
 	mutex_lock(&qp->state_mutex);
-	if (!trdma_state_connected(qp->state))
+	qp->dial_parked = false;
+	if (!trdma_state_connected(qp->state) || qp->sock)
 		rv = -ECANCELED;
 	else
 		qp->connecting = sock;
@@ -1043,13 +1049,30 @@ out:
 	trdma_qp_put(qp);
 }
 
-/* Runs the QP's connect_work now, queued or not, parked or not. */
-static void trdma_cm_dial_now(struct trdma_qp *qp)
+/*
+ * How long a connecting QP that reached RTR waits for its RTS before it
+ * dials.  A hello sent in RTS carries the sq_psn that proves it at once; a
+ * hello sent in RTR cannot be checked by an accepting QP that stays in RTR
+ * (one that only receives, as perftest's bandwidth servers do), which
+ * holds it for a second (TRDMA_UNPROVEN_HOLD) and then refuses it, and the
+ * connecting side dials again: a second of a new QP's first messages.
+ * Most applications move their QP to RTS right after RTR, and reaching RTS
+ * dials at once.
+ */
+#define TRDMA_DIAL_RTR_WAIT	(HZ / 20)
+
+/*
+ * Queues the QP's connect_work in delay jiffies, queued or not, parked or
+ * not; parked (with a delay), reaching RTS runs it at once.  Under
+ * state_mutex.
+ */
+static void trdma_cm_dial_in(struct trdma_qp *qp, unsigned long delay)
 {
-	qp->dial_parked = false;
+	lockdep_assert_held(&qp->state_mutex);
+	qp->dial_parked = delay;
 	refcount_inc(&qp->ref);
 	/* true: it was queued already, with a reference of its own */
-	if (mod_delayed_work(trdma_dial_wq, &qp->connect_work, 0))
+	if (mod_delayed_work(trdma_dial_wq, &qp->connect_work, delay))
 		trdma_qp_put(qp);
 }
 
@@ -1060,7 +1083,7 @@ void trdma_cm_qp_rtr(struct trdma_qp *qp)
 		return;
 	qp->dial_parked = false;
 	if (trdma_cm_is_active(qp)) {
-		trdma_cm_dial_now(qp);
+		trdma_cm_dial_in(qp, TRDMA_DIAL_RTR_WAIT);
 	} else {
 		trdma_key_qp_rtr(qp);
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
@@ -1078,7 +1101,7 @@ void trdma_cm_qp_rts(struct trdma_qp *qp)
 	if (!qp->attr.ah_attr.grh.sgid_attr || qp->sock)
 		return;
 	if (qp->dial_parked)
-		trdma_cm_dial_now(qp);
+		trdma_cm_dial_in(qp, 0);
 	else if (!trdma_cm_is_active(qp))
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
 }

@@ -1,6 +1,9 @@
 #!/bin/bash
-# The run check's logic against a module that leaves the option in.
-cd /work/main
+# Header prediction with and without the receive hook: TcpExtTCPHPHits
+# against tcp_option_tagged over a 1,000-round-trip ping-pong,
+# tcp_option_strip=0, then 1.
+# With strip.diff applied and built into build/.
+# usage: tools/vm -- docs/perf/option-strip/hp-check.sh   (from the project root)
 ifname=$TRDMA_LAB_IF dev=trdma0 build=build pass=0 fail=0
 . tests/lab/lib.sh
 modprobe trdma; rmmod trdma
