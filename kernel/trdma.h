@@ -653,9 +653,10 @@ struct trdma_qp {
 	struct delayed_work connect_work;
 	/*
 	 * connect_work waits for our RTS: the first dial, for a moment after
-	 * RTR (TRDMA_DIAL_RTR_WAIT), or a dial again after the accepting
-	 * side could not check our sq_psn while we were in RTR (for
-	 * accept_timeout); reaching RTS dials at once.  Under state_mutex.
+	 * RTR (TRDMA_DIAL_RTR_WAIT), or a dial again after a failure in RTR
+	 * or after the accepting side could not check our sq_psn while we
+	 * were in RTR (for accept_timeout); reaching RTS dials at once.
+	 * Under state_mutex.
 	 */
 	bool dial_parked;
 	/* The listener's key for our peer (trdma_key.c); trdma_key_lock. */

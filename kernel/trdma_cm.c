@@ -3,7 +3,8 @@
  * trdma: connections.
  *
  * Each RC QP rides one TCP connection.  When a QP reaches RTR, the side
- * whose (GID, QPN) is the smaller connects to the peer's trdma port; the
+ * whose (GID, QPN) is the smaller connects to the peer's trdma port (once
+ * in RTS, or TRDMA_DIAL_RTR_WAIT after RTR, whichever comes first); the
  * other side's listener accepts, reads the connecting side's hello and
  * binds the connection to the QP the hello names once that QP is in RTR
  * with a matching remote GID and QPN, if the connection comes from the
@@ -785,7 +786,7 @@ static int trdma_cm_dial_confirm(struct trdma_qp *qp, struct socket *sock,
  * One attempt of the active side: a socket from src to dst, the hellos
  * exchanged.  On success *sockp is the connected socket; on failure it is
  * released and *step names what failed.  -ECANCELED when the QP left
- * RTR/RTS before the attempt began.
+ * RTR/RTS before the attempt began, or an earlier run connected it.
  */
 static int trdma_cm_dial(struct trdma_qp *qp, int family,
 			 struct sockaddr_storage *src,
@@ -1076,14 +1077,19 @@ static void trdma_cm_dial_in(struct trdma_qp *qp, unsigned long delay)
 		trdma_qp_put(qp);
 }
 
-/* The QP reached RTR: connect, or look for its accepted connection. */
+/*
+ * The QP reached RTR: connect (parked for its RTS a moment; a QP connected
+ * to itself proves nothing to itself and goes at once), or look for its
+ * accepted connection.
+ */
 void trdma_cm_qp_rtr(struct trdma_qp *qp)
 {
 	if (!qp->attr.ah_attr.grh.sgid_attr)
 		return;
 	qp->dial_parked = false;
 	if (trdma_cm_is_active(qp)) {
-		trdma_cm_dial_in(qp, TRDMA_DIAL_RTR_WAIT);
+		trdma_cm_dial_in(qp, trdma_cm_is_self(qp) ? 0 :
+				 TRDMA_DIAL_RTR_WAIT);
 	} else {
 		trdma_key_qp_rtr(qp);
 		mod_delayed_work(trdma_accept_wq, &trdma_pending_work, 0);
@@ -1091,8 +1097,9 @@ void trdma_cm_qp_rtr(struct trdma_qp *qp)
 }
 
 /*
- * The QP reached RTS: its sq_psn is known now.  A connecting side the peer
- * asked to prove it dials again; on an accepting side, a connection that
+ * The QP reached RTS: its sq_psn is known now.  A connecting side whose
+ * dial waits for it (parked: the first dial after RTR, or a dial again the
+ * peer asked for) dials at once; on an accepting side, a connection that
  * waited for that can be checked.  Called with qp->state_mutex held.
  */
 void trdma_cm_qp_rts(struct trdma_qp *qp)
