@@ -182,8 +182,7 @@ int RoceV2Gid(ibv_context *ctx, ibv_gid *gid) {
   for (int i = 0; i < 16; i++) {
     ibv_gid_entry e;
     if (ibv_query_gid_ex(ctx, 1, i, &e, 0)) continue;
-    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && e.gid.raw[10] == 0xff &&
-        e.gid.raw[11] == 0xff) {
+    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && IsV4MappedGid(e.gid)) {
       *gid = e.gid;
       return i;
     }

@@ -21,6 +21,14 @@
 
 namespace trdma_lab {
 
+// An IPv4-mapped GID (::ffff:a.b.c.d), as trdma derives from an IPv4
+// address; an EUI-64 link-local one can also have 0xff in bytes 10 and 11
+// (a MAC whose third byte is 0xff).
+inline bool IsV4MappedGid(const ibv_gid &g) {
+  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return !memcmp(g.raw, kPrefix, sizeof(kPrefix));
+}
+
 using Clock = std::chrono::steady_clock;
 
 // Milliseconds since a time point.

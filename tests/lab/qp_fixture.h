@@ -78,8 +78,7 @@ class DataPathTest : public ::testing::Test {
     for (int i = 0; i < 16; i++) {
       ibv_gid_entry e;
       if (ibv_query_gid_ex(ctx_.get(), 1, i, &e, 0)) continue;
-      if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && e.gid.raw[10] == 0xff &&
-          e.gid.raw[11] == 0xff)
+      if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && IsV4MappedGid(e.gid))
         return i;
     }
     return -1;

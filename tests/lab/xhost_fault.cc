@@ -215,8 +215,8 @@ class Side {
     ibv_gid_entry ge = {};
     for (int i = 0; i < 16 && gi_ < 0; i++) {
       if (ibv_query_gid_ex(ctx_, 1, i, &ge, 0)) continue;
-      if (ge.gid_type == IBV_GID_TYPE_ROCE_V2 && ge.gid.raw[10] == 0xff &&
-          ge.gid.raw[11] == 0xff)
+      if (ge.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+          trdma_lab::IsV4MappedGid(ge.gid))
         gi_ = i;
     }
     if (gi_ < 0) Die("no IPv4 RoCE v2 GID");
