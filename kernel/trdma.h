@@ -649,7 +649,8 @@ struct trdma_qp {
 
 	/* Connection (trdma_cm.c); sock is set under lock. */
 	struct socket *sock;
-	struct socket *connecting;	/* active connect in progress */
+	/* An active connect in progress; under state_mutex. */
+	struct socket *connecting;
 	struct delayed_work connect_work;
 	/*
 	 * connect_work waits for our RTS: the first dial, for a moment after
@@ -659,6 +660,12 @@ struct trdma_qp {
 	 * Under state_mutex.
 	 */
 	bool dial_parked;
+	/*
+	 * Which life of the QP a dial belongs to: a reset or error ends the
+	 * life (trdma_cm_detach_locked()), and a dial begun before it
+	 * neither binds its connection nor fails the QP.  Under state_mutex.
+	 */
+	u32 dial_gen;
 	/* The listener's key for our peer (trdma_key.c); trdma_key_lock. */
 	struct trdma_key_peer *key_peer;
 	struct work_struct fatal_work;

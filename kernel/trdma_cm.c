@@ -425,8 +425,9 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
  * discards what still comes until the peer's FIN is in and ours is
  * acknowledged (an encrypted one: until the peer's FIN is read), or the
  * connection is gone, for at most TRDMA_CLOSE_LINGER_MS; then it is
- * released.  Meanwhile what TCP sends again still carries the trdma TCP
- * option (struct trdma_closing's txopt; not an encrypted connection's).
+ * released, aborted where TCP would still send.  Meanwhile what TCP sends
+ * again still carries the trdma TCP option (struct trdma_closing's txopt;
+ * not an encrypted connection's).
  */
 #define TRDMA_CLOSE_LINGER_MS	5000
 
@@ -588,6 +589,16 @@ static void trdma_closing_work(struct work_struct *work)
 	 */
 	lock_sock(sk);
 	trdma_closing_drain(sk);
+	/*
+	 * Bytes or our FIN still unacknowledged (a peer silent for
+	 * TRDMA_CLOSE_LINGER_MS, or the namespace or the module going):
+	 * aborted (a reset where TCP still owes the peer something) rather
+	 * than left to TCP as an orphan, whose tries would go without the
+	 * option.  In FIN_WAIT2 TCP has nothing left to send.
+	 */
+	if ((1 << sk->sk_state) &
+	    (TCPF_FIN_WAIT1 | TCPF_CLOSING | TCPF_LAST_ACK))
+		tcp_disconnect(sk, 0);
 	release_sock(sk);
 release:
 	kernel_sock_shutdown(c->sock, SHUT_RDWR);
@@ -690,6 +701,10 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	bool tls;
 
 	lockdep_assert_held(&qp->state_mutex);
+	/* A dial on its way belongs to the life that ends here. */
+	qp->dial_gen++;
+	if (qp->connecting)
+		kernel_sock_shutdown(qp->connecting, SHUT_RDWR);
 	trdma_tx_lock(qp);
 	spin_lock_irqsave(&qp->lock, flags);
 	sock = qp->sock;
@@ -785,15 +800,16 @@ static int trdma_cm_dial_confirm(struct trdma_qp *qp, struct socket *sock,
 /*
  * One attempt of the active side: a socket from src to dst, the hellos
  * exchanged.  On success *sockp is the connected socket; on failure it is
- * released and *step names what failed.  -ECANCELED when the QP left
- * RTR/RTS before the attempt began, or an earlier run connected it.
+ * released and *step names what failed.  -ECANCELED when the QP's life
+ * gen (qp->dial_gen, as the run began) ended, the QP left RTR/RTS, or an
+ * earlier run connected it.
  */
 static int trdma_cm_dial(struct trdma_qp *qp, int family,
 			 struct sockaddr_storage *src,
 			 struct sockaddr_storage *dst, int len, bool self,
 			 struct trdma_hello *hello, struct trdma_hello *reply,
 			 struct trdma_tls_hs *hs, struct socket **sockp,
-			 const char **step)
+			 const char **step, u32 gen)
 {
 	struct msghdr msg = {};
 	struct socket *sock;
@@ -824,14 +840,19 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	 * Destroy moves the QP to ERR first, then shuts down connecting.
 	 * From here on reaching RTS does not dial: this dial's hello says
 	 * whether the QP is in RTS when it goes.  A run that RTS queued
-	 * while an earlier one was on its way finds the QP connected.
+	 * while an earlier one was on its way finds the QP connected.  A
+	 * run of an ended life leaves the park to the next life's run.
 	 */
 	mutex_lock(&qp->state_mutex);
-	qp->dial_parked = false;
-	if (!trdma_state_connected(qp->state) || qp->sock)
+	if (gen != qp->dial_gen) {
 		rv = -ECANCELED;
-	else
-		qp->connecting = sock;
+	} else {
+		qp->dial_parked = false;
+		if (!trdma_state_connected(qp->state) || qp->sock)
+			rv = -ECANCELED;
+		else
+			qp->connecting = sock;
+	}
 	mutex_unlock(&qp->state_mutex);
 	if (rv)
 		goto out;
@@ -917,44 +938,69 @@ out:
 }
 
 /*
- * Dials again later instead of failing the QP: when the accepting side
- * asked for it (again: a REJECT with EAGAIN, it cannot check our PSN
- * before one of the QPs is in RTS), and after any failure while the QP is
- * in RTR, where nothing is lost yet and RoCE would not notice a missing
- * peer either (an application accepting through rdma_cm moves its QP to
- * RTS right after RTR and must not find it in ERR).  In RTR the QP dials
- * again on reaching RTS (trdma_cm_qp_rts()), or after accept_timeout; in
- * RTS, asked again, at once.  Returns whether the work was queued again
+ * A dial of the QP's life gen failed with err.  It dials again later
+ * instead of failing the QP when the accepting side asked for it (again: a
+ * REJECT with EAGAIN, it cannot check our PSN before one of the QPs is in
+ * RTS), and after any failure while the QP is in RTR, where nothing is
+ * lost yet and RoCE would not notice a missing peer either (an application
+ * accepting through rdma_cm moves its QP to RTS right after RTR and must
+ * not find it in ERR).  In RTR the QP dials again on reaching RTS
+ * (trdma_cm_qp_rts()), or after accept_timeout; in RTS, asked again, at
+ * once.  Nothing is left to do where a reset ended that life, or a run
+ * queued meanwhile (reaching RTS queued it) dials instead.  Else the QP
+ * fails, under state_mutex with its life checked, so that the failure
+ * never lands in a later life.  Returns whether the work was queued again
  * with the caller's reference.
  */
-static bool trdma_cm_dial_later(struct trdma_qp *qp, bool again,
-				const char *step, int err)
+static bool trdma_cm_dial_failed(struct trdma_qp *qp, bool again,
+				 const char *step, int err, u32 gen)
 {
 	unsigned long delay = trdma_accept_timeout * HZ;
-	bool queued = false;
+	bool later = false, queued = false;
 
 	mutex_lock(&qp->state_mutex);
+	if (gen != qp->dial_gen) {
+		mutex_unlock(&qp->state_mutex);
+		ibdev_dbg(qp->ibqp.device, "QP %u: a dial of its life before: %d\n",
+			  qp->ibqp.qp_num, err);
+		return false;
+	}
 	if (qp->state == IB_QPS_RTS)
 		delay = 0;
-	/* queue_delayed_work() fails while trdma_cm_qp_destroy() cancels. */
-	if (qp->state == IB_QPS_RTR || (qp->state == IB_QPS_RTS && again))
+	/*
+	 * queue_delayed_work() fails while trdma_cm_qp_destroy() cancels
+	 * (the QP is in ERR then), or where a run is queued already.
+	 */
+	if (qp->state == IB_QPS_RTR || (qp->state == IB_QPS_RTS && again)) {
+		later = true;
 		queued = queue_delayed_work(trdma_dial_wq, &qp->connect_work,
 					    delay);
-	qp->dial_parked = queued && delay;
+		if (queued)
+			qp->dial_parked = delay;
+	} else {
+		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	}
 	mutex_unlock(&qp->state_mutex);
-	if (!queued)
+	if (later && !queued)
 		return false;
-	if (again) {
+	if (again && later) {
 		ibdev_dbg(qp->ibqp.device, "QP %u: peer cannot check our PSN yet, dial %s\n",
 			  qp->ibqp.qp_num, delay ? "later" : "again");
-	} else {
+		return true;
+	}
+	/* Why a QP went to error, or waits: worth a line in the log. */
+	if (later)
 		ibdev_info_ratelimited(qp->ibqp.device,
 				       "QP %u: connect to QP %u failed (%s): %d; again in RTS or in %u s\n",
 				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
 				       step, err, trdma_accept_timeout);
-		trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
-	}
-	return true;
+	else
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: connect to QP %u failed (%s): %d\n",
+				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
+				       step, err);
+	trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
+	return later;
 }
 
 void trdma_cm_connect_work(struct work_struct *work)
@@ -964,12 +1010,25 @@ void trdma_cm_connect_work(struct work_struct *work)
 	const struct ib_global_route *grh = &qp->attr.ah_attr.grh;
 	struct sockaddr_storage src = {}, dst = {};
 	struct trdma_hello hello, reply;
-	bool self = trdma_cm_is_self(qp);
 	struct trdma_tls_hs hs;
 	const char *step = "";
-	int family, len, attempt, rv;
+	int family, len, attempt, rv = 0;
 	struct socket *sock;
+	bool self;
+	u32 gen;
 
+	/*
+	 * The life this run dials for, with its addresses: a reset and a
+	 * new RTR meanwhile make another life, whose own run dials.
+	 * Connected by an earlier run, or no longer in RTR/RTS: no socket.
+	 */
+	mutex_lock(&qp->state_mutex);
+	gen = qp->dial_gen;
+	if (qp->sock || !trdma_state_connected(qp->state)) {
+		rv = -ECANCELED;
+		goto unlock;
+	}
+	self = trdma_cm_is_self(qp);
 	if (ipv6_addr_v4mapped((struct in6_addr *)grh->dgid.raw)) {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
 		struct sockaddr_in *d4 = (struct sockaddr_in *)&dst;
@@ -997,6 +1056,10 @@ void trdma_cm_connect_work(struct work_struct *work)
 			s6->sin6_scope_id = qp->tdev->netdev->ifindex;
 		}
 	}
+unlock:
+	mutex_unlock(&qp->state_mutex);
+	if (rv)
+		goto cancelled;
 
 	/*
 	 * A connection to itself can lose its simultaneous open to a SYN
@@ -1006,23 +1069,26 @@ void trdma_cm_connect_work(struct work_struct *work)
 	 */
 	for (attempt = 0;; attempt++) {
 		rv = trdma_cm_dial(qp, family, &src, &dst, len, self, &hello,
-				   &reply, &hs, &sock, &step);
+				   &reply, &hs, &sock, &step, gen);
 		if (!rv || rv == -ECANCELED || !self ||
 		    attempt + 1 >= TRDMA_SELF_ATTEMPTS)
 			break;
 		ibdev_dbg(qp->ibqp.device, "QP %u: connect to itself: %d, again\n",
 			  qp->ibqp.qp_num, rv);
 	}
-	if (rv && rv != -ECANCELED &&
-	    trdma_cm_dial_later(qp, rv == -ECONNREFUSED &&
-				reply.status == cpu_to_be32(EAGAIN), step, rv))
-		return;		/* the queued work has our reference */
-	if (rv)
-		goto fail;
+	if (rv == -ECANCELED)
+		goto cancelled;
+	if (rv) {
+		if (trdma_cm_dial_failed(qp, rv == -ECONNREFUSED &&
+					 reply.status == cpu_to_be32(EAGAIN),
+					 step, rv, gen))
+			return;	/* the queued work has our reference */
+		goto out;
+	}
 
 	mutex_lock(&qp->state_mutex);
 	qp->connecting = NULL;
-	if (trdma_state_connected(qp->state)) {
+	if (gen == qp->dial_gen && trdma_state_connected(qp->state)) {
 		trdma_cm_attach(qp, sock, &reply, &hs);
 		sock = NULL;
 	} else {
@@ -1033,19 +1099,9 @@ void trdma_cm_connect_work(struct work_struct *work)
 		sock_release(sock);
 	if (!rv)
 		goto out;
-fail:
-	if (rv == -ECANCELED) {
-		ibdev_dbg(qp->ibqp.device, "QP %u: connect to QP %u: %d\n",
-			  qp->ibqp.qp_num, qp->attr.dest_qp_num, rv);
-	} else {
-		/* Why a QP went to error: worth a line in the log. */
-		ibdev_info_ratelimited(qp->ibqp.device,
-				       "QP %u: connect to QP %u failed (%s): %d\n",
-				       qp->ibqp.qp_num, qp->attr.dest_qp_num,
-				       step, rv);
-		trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
-		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
-	}
+cancelled:
+	ibdev_dbg(qp->ibqp.device, "QP %u: connect to QP %u: %d\n",
+		  qp->ibqp.qp_num, qp->attr.dest_qp_num, rv);
 out:
 	trdma_qp_put(qp);
 }
@@ -1116,6 +1172,8 @@ void trdma_cm_qp_rts(struct trdma_qp *qp)
 void trdma_cm_qp_destroy(struct trdma_qp *qp)
 {
 	mutex_lock(&qp->state_mutex);
+	/* A dial on its way ends with the QP's life: no failure counted. */
+	qp->dial_gen++;
 	if (qp->connecting)
 		kernel_sock_shutdown(qp->connecting, SHUT_RDWR);
 	mutex_unlock(&qp->state_mutex);

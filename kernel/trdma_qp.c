@@ -483,11 +483,19 @@ void trdma_qp_rx_stopped(struct trdma_qp *qp)
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 }
 
+/*
+ * Closes the connection of a QP in error (trdma_qp_close()).  A QP reset
+ * since let go of it already, and its next life's connection or dial is
+ * not this error's to end.
+ */
 static void trdma_qp_fatal_work(struct work_struct *work)
 {
 	struct trdma_qp *qp = container_of(work, struct trdma_qp, fatal_work);
 
-	trdma_cm_detach(qp);
+	mutex_lock(&qp->state_mutex);
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		trdma_cm_detach_locked(qp);
+	mutex_unlock(&qp->state_mutex);
 	trdma_qp_put(qp);
 }
 

@@ -745,6 +745,85 @@ TEST_F(ConformanceTest, DialFailureInRtrWaitsForRts) {
   ASSERT_EQ(ibv_destroy_qp(x), 0);
 }
 
+// A reset ends the QP's dial on its way.  x dials from RTS towards y, which
+// stays in RESET, so the accepting side holds x's connection until
+// accept_timeout (4 s here) and then refuses it.  x is reset and moved to
+// INIT meanwhile: that refusal belongs to x's ended life, and must neither
+// fail x (INIT to ERR, IBV_EVENT_QP_FATAL) nor count as a connect failure.
+// Then x2, in the same spot, goes on at once to RTS towards another peer:
+// the run its new life queued must not wait for the old dial's answer
+// (the reset shut that dial down: connected within 2.5 s, not after 4),
+// nor be failed by it.
+TEST_F(ConformanceTest, ResetEndsTheDialOnItsWay) {
+  struct Param {
+    const std::string path = "/sys/module/trdma/parameters/accept_timeout";
+    const std::string old = ReadFile(path);
+    ~Param() { Sh("echo " + old + " > " + path); }
+  } param;
+  ASSERT_EQ(Sh("echo 4 > " + param.path), 0);
+  auto to_init = [](ibv_qp *qp) {
+    ibv_qp_attr a = {};
+    a.qp_state = IBV_QPS_RESET;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) return false;
+    a = {};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    return !ibv_modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                              IBV_QP_ACCESS_FLAGS);
+  };
+  ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
+  ASSERT_TRUE(x && y);
+  ASSERT_LT(x->qp_num, y->qp_num);  // same GID: x connects, y accepts
+  const long failures = Counter("connect_failures");
+  ASSERT_EQ(Connect(x, y), 0);  // RTS: x dials at once
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(to_init(x));
+  std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+  ibv_qp_attr qa;
+  ibv_qp_init_attr qi;
+  ASSERT_EQ(ibv_query_qp(x, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_INIT);
+  EXPECT_FALSE(NextEvent(IBV_EVENT_QP_FATAL, 100));
+  EXPECT_EQ(Counter("connect_failures"), failures);
+  // Its next life connects.
+  qa = {};
+  qa.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(x, &qa, IBV_QP_STATE), 0);
+  ASSERT_EQ(ToRtr(y, x), 0);
+  ASSERT_EQ(Connect(x, y), 0);
+  ASSERT_EQ(ToRts(y), 0);
+  ExpectSendArrives(x, a_.cq, y, b_.cq);
+  ExpectSendArrives(y, b_.cq, x, a_.cq);
+
+  ibv_qp *x2 = NewQp(a_.cq), *y2 = NewQp(b_.cq), *z = NewQp(b_.cq);
+  ASSERT_TRUE(x2 && y2 && z);
+  ASSERT_LT(x2->qp_num, y2->qp_num);
+  ASSERT_LT(x2->qp_num, z->qp_num);
+  ASSERT_EQ(Connect(x2, y2), 0);  // y2 stays in RESET: the dial waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(to_init(x2));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(ToRtr(z, x2), 0);
+  ASSERT_EQ(ToRts(z), 0);
+  qa = {};
+  qa.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(x2, &qa, IBV_QP_STATE), 0);
+  ASSERT_EQ(Connect(x2, z), 0);
+  ExpectSendArrives(x2, a_.cq, z, b_.cq);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  std::cout << "  the next life connected in " << took << " s" << std::endl;
+  EXPECT_LT(took, 2.5);
+  ASSERT_EQ(ibv_query_qp(x2, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
+  EXPECT_FALSE(NextEvent(IBV_EVENT_QP_FATAL, 100));
+  EXPECT_EQ(Counter("connect_failures"), failures);
+  for (ibv_qp *q : {x, y, x2, y2, z}) ibv_destroy_qp(q);
+}
+
 // For every opcode, the requester's completion (status, opcode, wr_id,
 // qp_num) and, when the opcode consumes a receive, the responder's (status,
 // opcode, wr_id, qp_num, src_qp = the peer's QPN, byte_len, imm_data in
