@@ -1316,13 +1316,17 @@ TEST_F(DataPathTest, SegmentsSentWhileTheConnectionClosesCarryTheOption) {
   EXPECT_EQ(Wait(b_.cq).status, IBV_WC_WR_FLUSH_ERR);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const long dropped = bh.Dropped();
-  EXPECT_TRUE(bh.Off());
-  const long blackhole_ms = MsSince(posted);
-  // Captured from here on, what went after the QPs were gone.
+  // Captured from here on, what went after the QPs were gone: taken
+  // before the blackhole is removed, as nothing it drops is captured.
+  // (Taken after, it missed what TCP sent again between the table's
+  // removal and the nft command's end: a try that fell there, and then
+  // nothing more to send, failed the test.)
   const std::string off = std::to_string(
       std::chrono::duration<double>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
+  EXPECT_TRUE(bh.Off());
+  const long blackhole_ms = MsSince(posted);
   // TCP tries again with its timers backing off: wait for the SEND's
   // bytes and both FINs on the wire (a FIN may go with the SEND's bytes).
   const std::string seen =
@@ -1359,7 +1363,7 @@ TEST_F(DataPathTest, SegmentsSentWhileTheConnectionClosesCarryTheOption) {
             << " segments dropped in " << blackhole_ms
             << " ms of blackhole; seen within " << wire_ms
             << " ms of the blackhole's end, the last " << last
-            << " s after it: " << n_send
+            << " s after its removal began: " << n_send
             << " segments of the SEND, " << n_fin << " FINs\n"
             << verdict;
   EXPECT_GT(dropped, 0);
