@@ -688,6 +688,19 @@ static void trdma_closing_flush(const struct net *net)
 }
 
 /*
+ * Ends the QP's life for its dial: a dial on its way is shut down, and
+ * neither binds its connection nor fails the QP (qp->dial_gen).  Under
+ * state_mutex.
+ */
+static void trdma_cm_end_dial(struct trdma_qp *qp)
+{
+	lockdep_assert_held(&qp->state_mutex);
+	qp->dial_gen++;
+	if (qp->connecting)
+		kernel_sock_shutdown(qp->connecting, SHUT_RDWR);
+}
+
+/*
  * Unbinds and closes the QP's connection, if any, then lets the QP settle
  * what its receive path left (trdma_qp_rx_stopped).  Under state_mutex,
  * which also keeps trdma_cm_attach() out.  Process context.
@@ -701,10 +714,7 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	bool tls;
 
 	lockdep_assert_held(&qp->state_mutex);
-	/* A dial on its way belongs to the life that ends here. */
-	qp->dial_gen++;
-	if (qp->connecting)
-		kernel_sock_shutdown(qp->connecting, SHUT_RDWR);
+	trdma_cm_end_dial(qp);
 	trdma_tx_lock(qp);
 	spin_lock_irqsave(&qp->lock, flags);
 	sock = qp->sock;
@@ -837,18 +847,18 @@ static int trdma_cm_dial(struct trdma_qp *qp, int family,
 	sock->sk->sk_rcvtimeo = (trdma_accept_timeout + 5) * HZ;
 
 	/*
-	 * Destroy moves the QP to ERR first, then shuts down connecting.
 	 * From here on reaching RTS does not dial: this dial's hello says
-	 * whether the QP is in RTS when it goes.  A run that RTS queued
-	 * while an earlier one was on its way finds the QP connected.  A
-	 * run of an ended life leaves the park to the next life's run.
+	 * whether the QP is in RTS when it goes.  A run of an ended life
+	 * (trdma_cm_end_dial()) leaves the park to the next life's run.
+	 * Only this work binds an active QP's connection, so one found
+	 * connected at the run's start stays found (trdma_cm_connect_work()).
 	 */
 	mutex_lock(&qp->state_mutex);
 	if (gen != qp->dial_gen) {
 		rv = -ECANCELED;
 	} else {
 		qp->dial_parked = false;
-		if (!trdma_state_connected(qp->state) || qp->sock)
+		if (!trdma_state_connected(qp->state))
 			rv = -ECANCELED;
 		else
 			qp->connecting = sock;
@@ -982,8 +992,8 @@ static bool trdma_cm_dial_failed(struct trdma_qp *qp, bool again,
 	}
 	mutex_unlock(&qp->state_mutex);
 	if (later && !queued)
-		return false;
-	if (again && later) {
+		return false;	/* the run queued meanwhile dials instead */
+	if (later && again) {
 		ibdev_dbg(qp->ibqp.device, "QP %u: peer cannot check our PSN yet, dial %s\n",
 			  qp->ibqp.qp_num, delay ? "later" : "again");
 		return true;
@@ -1171,11 +1181,9 @@ void trdma_cm_qp_rts(struct trdma_qp *qp)
 
 void trdma_cm_qp_destroy(struct trdma_qp *qp)
 {
+	/* Before the work is waited for: a dial could wait for its answer. */
 	mutex_lock(&qp->state_mutex);
-	/* A dial on its way ends with the QP's life: no failure counted. */
-	qp->dial_gen++;
-	if (qp->connecting)
-		kernel_sock_shutdown(qp->connecting, SHUT_RDWR);
+	trdma_cm_end_dial(qp);
 	mutex_unlock(&qp->state_mutex);
 	if (cancel_delayed_work_sync(&qp->connect_work))
 		trdma_qp_put(qp);

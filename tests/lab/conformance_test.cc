@@ -767,11 +767,14 @@ TEST_F(ConformanceTest, DialFailureInRtrWaitsForRts) {
 TEST_F(ConformanceTest, ResetEndsTheDialOnItsWay) {
   ModuleParam accept_timeout("accept_timeout", "4");
   ASSERT_TRUE(accept_timeout.ok());
-  auto to_init = [](ibv_qp *qp) {
+  auto to_reset = [](ibv_qp *qp) {
     ibv_qp_attr a = {};
     a.qp_state = IBV_QPS_RESET;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) return false;
-    a = {};
+    return !ibv_modify_qp(qp, &a, IBV_QP_STATE);
+  };
+  auto to_init = [&](ibv_qp *qp) {
+    if (!to_reset(qp)) return false;
+    ibv_qp_attr a = {};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
@@ -794,9 +797,7 @@ TEST_F(ConformanceTest, ResetEndsTheDialOnItsWay) {
   EXPECT_FALSE(NextEvent(IBV_EVENT_QP_FATAL, 100));
   EXPECT_EQ(Counter("connect_failures"), failures);
   // Its next life connects.
-  qa = {};
-  qa.qp_state = IBV_QPS_RESET;
-  ASSERT_EQ(ibv_modify_qp(x, &qa, IBV_QP_STATE), 0);
+  ASSERT_TRUE(to_reset(x));
   ASSERT_EQ(ToRtr(y, x), 0);
   ASSERT_EQ(Connect(x, y), 0);
   ASSERT_EQ(ToRts(y), 0);
@@ -809,13 +810,10 @@ TEST_F(ConformanceTest, ResetEndsTheDialOnItsWay) {
   ASSERT_LT(x2->qp_num, z->qp_num);
   ASSERT_EQ(Connect(x2, y2), 0);  // y2 stays in RESET: the dial waits
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_TRUE(to_init(x2));
+  ASSERT_TRUE(to_reset(x2));
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(ToRtr(z, x2), 0);
   ASSERT_EQ(ToRts(z), 0);
-  qa = {};
-  qa.qp_state = IBV_QPS_RESET;
-  ASSERT_EQ(ibv_modify_qp(x2, &qa, IBV_QP_STATE), 0);
   ASSERT_EQ(Connect(x2, z), 0);
   ExpectSendArrives(x2, a_.cq, z, b_.cq);
   const double took =
