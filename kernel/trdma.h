@@ -150,8 +150,10 @@ struct trdma_counts {
  * trdma_net_ops, trdma_main.c): the RC listener on TCP port 4791, the
  * UD/QP1 datagram sockets and the netfilter hook of the trdma TCP option.
  * Set up by the first device whose netdev is in the namespace, torn down
- * with the last one, and by the namespace's exit at the latest: the
- * sockets are kernel sockets, which hold no reference on their namespace.
+ * with the last one (the hook: once the last closing connection is
+ * released too, see closings), and by the namespace's exit at the latest:
+ * the sockets are kernel sockets, which hold no reference on their
+ * namespace.
  * users and the sockets are under trdma_net_lock (trdma_main.c); a device
  * holds one count from newlink to dealloc_driver, so while it lives they
  * stay.
@@ -165,6 +167,14 @@ struct trdma_net {
 	struct socket *ud_sock4;	/* datagrams (trdma_ud.c) */
 	struct socket *ud_sock6;	/* NULL without IPv6 */
 	bool hooks;			/* option hook registered (tcpopt) */
+	/*
+	 * Connections of the namespace closing on after their QPs let go
+	 * (trdma_cm.c's struct trdma_closing): each keeps the option hook
+	 * registered until it is released, after the last device too.  Taken
+	 * while a device counts in users; the last put, under trdma_net_lock,
+	 * takes the hook away where no device is left.
+	 */
+	atomic_t closings;
 };
 
 /*
@@ -602,6 +612,8 @@ struct trdma_rx_state {
 	struct trdma_tcp_opt opt[TRDMA_RX_OPTS];
 };
 
+struct trdma_closing;
+
 /*
  * A QP: reliable or unreliable connected (RC, UC: both ride a TCP
  * connection), or a datagram QP (UD, GSI: trdma_ud.c).
@@ -649,6 +661,12 @@ struct trdma_qp {
 
 	/* Connection (trdma_cm.c); sock is set under lock. */
 	struct socket *sock;
+	/*
+	 * What the connection closes on with once the QP lets go of it
+	 * (trdma_cm_detach_locked()), allocated with the binding so that the
+	 * closing never lacks it; set with sock, under state_mutex.
+	 */
+	struct trdma_closing *closing;
 	/* An active connect in progress; under state_mutex. */
 	struct socket *connecting;
 	struct delayed_work connect_work;
@@ -684,10 +702,11 @@ struct trdma_qp {
 	 */
 	bool last_wqe_done;
 	struct delayed_work peer_gone_work;
-	u8 peer_rd_atomic;		/* peer's max_dest_rd_atomic */
 	void (*saved_data_ready)(struct sock *sk);
 	void (*saved_write_space)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
+	/* peer's max_dest_rd_atomic; beside the bools (4 KiB, trdma_main.c) */
+	u8 peer_rd_atomic;
 	/*
 	 * An encrypted link (trdma_tls.c): set while the QP holds a kTLS
 	 * socket, from trdma_cm_attach() to trdma_cm_detach_locked(), under
@@ -1072,6 +1091,8 @@ bool trdma_tcpopt_get(const struct sk_buff *skb, struct trdma_tcp_opt *opt);
 /* trdma_main.c */
 struct trdma_dev *trdma_dev_get_by_gid(const struct net *net,
 				       const union ib_gid *gid);
+void trdma_net_closing_get(struct trdma_net *tnet);
+void trdma_net_closing_put(struct trdma_net *tnet);
 
 /* trdma_ud.c */
 int trdma_ud_net_up(struct trdma_net *tnet);

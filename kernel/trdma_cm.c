@@ -340,6 +340,8 @@ void trdma_cm_write_space(struct sock *sk)
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
+static struct trdma_closing *trdma_closing_alloc(void);
+
 /*
  * Binds an established, greeted connection to the QP.  Called with
  * qp->state_mutex held and the QP in RTR or RTS.
@@ -349,10 +351,17 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 			    const struct trdma_tls_hs *hs)
 {
 	struct sock *sk = sock->sk;
+	struct trdma_closing *c;
 	unsigned long flags;
 	int rv;
 
 	lockdep_assert_held(&qp->state_mutex);
+	/* What it will close with, so that the closing never lacks memory. */
+	c = trdma_closing_alloc();
+	if (!c) {
+		rv = -ENOMEM;
+		goto err;
+	}
 	/*
 	 * An encrypted link: the TLS ULP went on right after the hellos and
 	 * the peer's key confirmation is checked (trdma_tls_install()); its
@@ -361,17 +370,8 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	 */
 	if (hs->on) {
 		rv = trdma_tls_start(qp);
-		if (rv) {
-			ibdev_info_ratelimited(qp->ibqp.device,
-					       "QP %u: TLS for the connection to QP %u: %d\n",
-					       qp->ibqp.qp_num,
-					       qp->attr.dest_qp_num, rv);
-			trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
-			kernel_sock_shutdown(sock, SHUT_RDWR);
-			sock_release(sock);
-			trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
-			return;
-		}
+		if (rv)
+			goto err_closing;
 	}
 	trdma_cm_tune(qp->tdev, sock);
 	trdma_cm_apply_timeout(qp, sock);
@@ -397,6 +397,7 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	sk->sk_state_change = trdma_cm_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
 
+	qp->closing = c;
 	trdma_tx_lock(qp);
 	spin_lock_irqsave(&qp->lock, flags);
 	qp->sock = sock;
@@ -411,6 +412,18 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
 	trdma_tx_kick(qp);
 	if (sk->sk_state != TCP_ESTABLISHED)
 		trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
+	return;
+
+err_closing:
+	kfree(c);
+err:
+	ibdev_info_ratelimited(qp->ibqp.device,
+			       "QP %u: connection to QP %u not bound: %d\n",
+			       qp->ibqp.qp_num, qp->attr.dest_qp_num, rv);
+	trdma_count(qp->tdev, TRDMA_CNT_CONNECT_FAILURES, 1);
+	kernel_sock_shutdown(sock, SHUT_RDWR);
+	sock_release(sock);
+	trdma_qp_fatal(qp, IB_EVENT_QP_FATAL);
 }
 
 /* ---- closing ---------------------------------------------------------- */
@@ -427,7 +440,10 @@ static void trdma_cm_attach(struct trdma_qp *qp, struct socket *sock,
  * connection is gone, for at most TRDMA_CLOSE_LINGER_MS; then it is
  * released, aborted where TCP would still send.  Meanwhile what TCP sends
  * again still carries the trdma TCP option (struct trdma_closing's txopt;
- * not an encrypted connection's).
+ * not an encrypted connection's), also after the namespace's last device
+ * is gone: the closing keeps the hook (trdma_net_closing_get()).  Its
+ * memory comes with the binding (trdma_cm_attach()), so none is lacking
+ * at the close.
  */
 #define TRDMA_CLOSE_LINGER_MS	5000
 
@@ -450,6 +466,7 @@ struct trdma_closing {
 	 * what TCP sends again meanwhile; freed with the closing.
 	 */
 	struct trdma_txopt txopt;
+	struct trdma_net *tnet;		/* keeps its option hook (closings) */
 	struct rcu_head rcu;		/* freed after the output hook's readers */
 };
 
@@ -603,7 +620,21 @@ static void trdma_closing_work(struct work_struct *work)
 release:
 	kernel_sock_shutdown(c->sock, SHUT_RDWR);
 	sock_release(c->sock);
+	/* Nothing of it sends any more: the hook may go with the devices. */
+	trdma_net_closing_put(c->tnet);
 	call_rcu(&c->rcu, trdma_closing_free);
+}
+
+/* Allocated with the binding (trdma_cm_attach()). */
+static struct trdma_closing *trdma_closing_alloc(void)
+{
+	struct trdma_closing *c = kzalloc(sizeof(*c), GFP_KERNEL);
+
+	if (c) {
+		INIT_DELAYED_WORK(&c->work, trdma_closing_work);
+		spin_lock_init(&c->txopt.lock);
+	}
+	return c;
 }
 
 /*
@@ -624,22 +655,16 @@ static void trdma_closing_install(struct trdma_closing *c)
 }
 
 /*
- * Closes a connection no QP holds any more, with c (NULL where there was
- * no memory for it: then at once), its callbacks installed unless tls.
- * Until the closing is armed (its work queued) nothing else releases the
- * socket; once it is, this touches neither the socket nor c again.
- * Process context.
+ * Closes a connection no QP holds any more, with c, its callbacks
+ * installed unless tls.  Until the closing is armed (its work queued)
+ * nothing else releases the socket; once it is, this touches neither the
+ * socket nor c again.  Process context.
  */
 static void trdma_cm_close(struct socket *sock, struct trdma_closing *c,
 			   bool tls)
 {
 	struct sock *sk = sock->sk;
 
-	if (!c) {
-		kernel_sock_shutdown(sock, SHUT_RDWR);
-		sock_release(sock);
-		return;
-	}
 	if (tls) {
 		c->tls = true;
 		c->until = jiffies + msecs_to_jiffies(TRDMA_CLOSE_LINGER_MS);
@@ -668,9 +693,10 @@ static void trdma_cm_close(struct socket *sock, struct trdma_closing *c,
 }
 
 /*
- * Every closing connection of net (NULL: of every namespace, at module
- * unload) is released now: its namespace is going away, and a kernel
- * socket does not keep it.
+ * Every closing connection of net is released now: its namespace is going
+ * away (trdma_net_exit(), also at module unload), and a kernel socket does
+ * not keep it.  Each release drops its count on the namespace's state
+ * (trdma_net_closing_put()) before this returns.
  */
 static void trdma_closing_flush(const struct net *net)
 {
@@ -678,13 +704,12 @@ static void trdma_closing_flush(const struct net *net)
 
 	spin_lock_bh(&trdma_closing_lock);
 	list_for_each_entry(c, &trdma_closing_list, list)
-		if (!net || net_eq(sock_net(c->sock->sk), net)) {
+		if (net_eq(sock_net(c->sock->sk), net)) {
 			WRITE_ONCE(c->until, jiffies);
 			mod_delayed_work(trdma_wq, &c->work, 0);
 		}
 	spin_unlock_bh(&trdma_closing_lock);
 	flush_workqueue(trdma_wq);
-	WARN_ON(!net && !list_empty(&trdma_closing_list));
 }
 
 /*
@@ -728,12 +753,11 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 
 	sk = sock->sk;
 	tls = qp->tls;
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
-	if (c) {
-		c->sock = sock;
-		INIT_DELAYED_WORK(&c->work, trdma_closing_work);
-		spin_lock_init(&c->txopt.lock);
-	}
+	c = qp->closing;
+	qp->closing = NULL;
+	c->sock = sock;
+	c->tnet = qp->tdev->tnet;
+	trdma_net_closing_get(c->tnet);
 	/*
 	 * Owned from the QP's callbacks to the closing's, so that no output
 	 * hook (which runs under the socket's lock) finds the option's
@@ -746,7 +770,7 @@ void trdma_cm_detach_locked(struct trdma_qp *qp)
 	sk->sk_write_space = qp->saved_write_space;
 	sk->sk_state_change = qp->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
-	if (c && !tls) {
+	if (!tls) {
 		trdma_txopt_handover(qp, &c->txopt);
 		trdma_closing_install(c);
 	} else {
@@ -1189,6 +1213,7 @@ void trdma_cm_qp_destroy(struct trdma_qp *qp)
 		trdma_qp_put(qp);
 	flush_work(&qp->fatal_work);
 	trdma_cm_detach(qp);
+	WARN_ON_ONCE(qp->closing);	/* only with a connection */
 	trdma_key_qp_put(qp);
 }
 
@@ -1873,7 +1898,11 @@ err_wq:
 	return rv;
 }
 
-/* Every namespace's listener is gone (trdma_net_lock's last user). */
+/*
+ * Every namespace's exit has run (trdma_net_exit()): its listener is gone
+ * and its closings were released, each with its count on the namespace's
+ * state, which is freed by now.
+ */
 void trdma_cm_exit(void)
 {
 	mutex_lock(&trdma_pending_lock);
@@ -1881,7 +1910,7 @@ void trdma_cm_exit(void)
 	mutex_unlock(&trdma_pending_lock);
 	cancel_delayed_work_sync(&trdma_pending_work);
 	trdma_pending_close_net(NULL);
-	trdma_closing_flush(NULL);
+	WARN_ON(!list_empty(&trdma_closing_list));
 	/* The closings' frees (trdma_closing_free()) run before the module goes. */
 	rcu_barrier();
 	destroy_workqueue(trdma_tx_wq);

@@ -151,7 +151,8 @@ static DEFINE_MUTEX(trdma_net_lock);
 static void trdma_net_down_locked(struct trdma_net *tnet)
 {
 	lockdep_assert_held(&trdma_net_lock);
-	trdma_tcpopt_net_down(tnet);
+	if (!atomic_read(&tnet->closings))
+		trdma_tcpopt_net_down(tnet);
 	trdma_ud_net_down(tnet);
 	trdma_cm_net_down(tnet);
 }
@@ -184,6 +185,32 @@ static int trdma_net_get(struct trdma_dev *tdev, struct net *net)
 	tdev->net = net;
 	tdev->tnet = tnet;
 	return 0;
+}
+
+/*
+ * A connection its QP let go of closes on (trdma_cm.c) and keeps the
+ * option hook of its namespace until it is released.  Taken while the
+ * QP's device is still there (a device counts in users from newlink to
+ * dealloc_driver, after its QPs are gone), so the hook is registered.
+ */
+void trdma_net_closing_get(struct trdma_net *tnet)
+{
+	atomic_inc(&tnet->closings);
+}
+
+/*
+ * The closing connection is released.  Only the last one of the
+ * namespace takes trdma_net_lock (its count read there by
+ * trdma_net_down_locked()).  Process context.
+ */
+void trdma_net_closing_put(struct trdma_net *tnet)
+{
+	if (atomic_add_unless(&tnet->closings, -1, 1))
+		return;
+	mutex_lock(&trdma_net_lock);
+	if (atomic_dec_and_test(&tnet->closings) && !tnet->users)
+		trdma_tcpopt_net_down(tnet);
+	mutex_unlock(&trdma_net_lock);
 }
 
 /* The device is gone; the last one of its namespace tears its state down. */
@@ -738,7 +765,8 @@ static void __net_exit trdma_net_exit(struct net *net)
 	trdma_remove_all(net);
 	trdma_cm_net_flush(net);
 	mutex_lock(&trdma_net_lock);
-	WARN_ON(tnet->users || tnet->listen || tnet->ud_sock4 || tnet->hooks);
+	WARN_ON(tnet->users || tnet->listen || tnet->ud_sock4 || tnet->hooks ||
+		atomic_read(&tnet->closings));
 	mutex_unlock(&trdma_net_lock);
 }
 

@@ -112,12 +112,11 @@ void trdma_txopt_init(struct trdma_qp *qp, struct socket *sock)
 }
 
 /*
- * Connection teardown, the connection closing on without the QP's records
- * (an encrypted one, which has none, or where detach had no memory for
- * its closing, trdma_cm_detach_locked()): options are left off from now
- * on.  The caller owns the socket, with the QP's callbacks already taken
- * off: the output hook runs under the socket's lock, so once it lets go
- * no hook still looks at this QP.
+ * Teardown of an encrypted connection, which has no option records
+ * (trdma_cm_detach_locked()): options are left off from now on.  The
+ * caller owns the socket, with the QP's callbacks already taken off: the
+ * output hook runs under the socket's lock, so once it lets go no hook
+ * still looks at this QP.
  */
 void trdma_txopt_stop(struct trdma_qp *qp)
 {
@@ -461,14 +460,15 @@ static const struct nf_hook_ops trdma_tcpopt_ops[] = {
 
 /*
  * The hook goes where trdma's sockets are: in each network namespace that
- * has a trdma device, from its first device to its last.  Under
- * trdma_net_lock.
+ * has a trdma device, from its first device until its last is gone and
+ * the last connection closing on after it released (tnet->closings).
+ * Under trdma_net_lock.
  */
 int trdma_tcpopt_net_up(struct trdma_net *tnet)
 {
 	int rv;
 
-	if (!trdma_tcpopt_enabled)
+	if (!trdma_tcpopt_enabled || tnet->hooks)
 		return 0;
 	rv = nf_register_net_hooks(tnet->net, trdma_tcpopt_ops,
 				   ARRAY_SIZE(trdma_tcpopt_ops));

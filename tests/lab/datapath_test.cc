@@ -1259,123 +1259,190 @@ TEST_F(DataPathTest, BlackholedConnectionTimesOut) {
   EXPECT_LT(ms, 10000);
 }
 
-// What TCP sends after the QPs let go of their connection (bytes the peer
-// had not acknowledged, or not yet received) still carries the trdma TCP
-// option (docs/wire.md): the connection closes on with the QP's option
-// records.  Captured from the SYNs on: a SEND of 100,000 bytes arrives
-// (check-capture wants tagged packets in the middle of a trdma segment
-// too); then every segment is dropped before the capture sees it while a
-// SEND of 3,000 bytes is posted and both QPs are destroyed, so that its
-// bytes, the ACKs owed and both FINs first reach the wire after the
-// blackhole, a tenth of a second later (TCP tries again no sooner than
-// 0.2 s after a drop), while the connection closes.  check-capture passes
-// only where they carry the option.
-TEST_F(DataPathTest, SegmentsSentWhileTheConnectionClosesCarryTheOption) {
-  const std::string check = "tools/wireshark/check-capture";
-  const std::string cap = "/tmp/trdma-closing.pcap";
-  ASSERT_EQ(access(check.c_str(), X_OK), 0)
-      << check << " (run from the project root)";
-  // Whatever a failed assertion leaves: the capture.
-  struct Cleanup {
-    bool tcpdump = false;
-    ~Cleanup() {
-      if (tcpdump) Sh("kill $(cat /tmp/tcpdump-closing.pid)");
+// The tests of a connection its QPs let go of, which closes on for a while
+// (docs/wire.md): DataPathTest's pair, and a way back should a test delete
+// the device.
+class ClosingTest : public DataPathTest {
+ protected:
+  void TearDown() override {
+    DataPathTest::TearDown();
+    if (!DeviceExists(DevName())) {
+      EXPECT_EQ(Sh("rdma link add " + DevName() + " type trdma netdev " +
+                   NetdevName()),
+                0);
+      // Its IPv4 GID, which the next test's connections use, appears once
+      // the device has seen the netdev's address.
+      auto t0 = std::chrono::steady_clock::now();
+      bool gid = false;
+      while (!gid && MsSince(t0) < 5000) {
+        Context c = OpenDevice(DevName());
+        for (int i = 0; c && !gid && i < 16; i++) {
+          ibv_gid_entry e;
+          gid = !ibv_query_gid_ex(c.get(), 1, i, &e, 0) &&
+                e.gid_type == IBV_GID_TYPE_ROCE_V2 && IsV4MappedGid(e.gid);
+        }
+        if (!gid) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      EXPECT_TRUE(gid) << DevName() << " added again has no IPv4 GID";
     }
-  } cleanup;
-  ASSERT_EQ(Sh("tcpdump -i lo -B 32768 -U -w " + cap +
-               " tcp port 4791 2>/tmp/tcpdump-closing.log & "
-               "echo $! >/tmp/tcpdump-closing.pid; sleep 1"),
-            0);
-  cleanup.tcpdump = true;
-  ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
-  ASSERT_NE(x, nullptr);
-  ASSERT_NE(y, nullptr);
-  // Timeout 18 (1.07 s): TCP gives up on the connection after 8.6 s
-  // (TCP_USER_TIMEOUT), well after the blackhole.
-  ASSERT_EQ(Connect(x, y, 7, 18), 0);
-  ASSERT_EQ(Connect(y, x, 7, 18), 0);
-  Side xs;  // x, posting from a_'s buffer
-  xs.qp = x;
-  ASSERT_EQ(PostRecvOn(y, 1, Sges(b_, 0, 100000, 1)), 0);
-  ASSERT_EQ(PostSend(xs, 2, IBV_WR_SEND, Sges(a_, 0, 100000, 1)), 0);
-  EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
-  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+  }
 
-  ASSERT_EQ(PostRecvOn(y, 3, Sges(b_, 0, 3000, 1)), 0);
-  Blackhole bh("trdma_closing");
-  ASSERT_TRUE(bh.on());
-  const auto posted = std::chrono::steady_clock::now();
-  ASSERT_EQ(PostSend(xs, 4, IBV_WR_SEND, Sges(a_, 0, 3000, 1)), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(ibv_destroy_qp(x), 0);
-  EXPECT_EQ(ibv_destroy_qp(y), 0);
-  const long destroy_ms = MsSince(t0);
-  // The SEND never acknowledged, the receive never filled: both flushed.
-  EXPECT_EQ(Wait(a_.cq).status, IBV_WC_WR_FLUSH_ERR);
-  EXPECT_EQ(Wait(b_.cq).status, IBV_WC_WR_FLUSH_ERR);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const long dropped = bh.Dropped();
-  // Captured from here on, what went after the QPs were gone: taken
-  // before the blackhole is removed, as nothing it drops is captured.
-  // (Taken after, it missed what TCP sent again between the table's
-  // removal and the nft command's end: a try that fell there, and then
-  // nothing more to send, failed the test.)
-  const std::string off = std::to_string(
-      std::chrono::duration<double>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
-  EXPECT_TRUE(bh.Off());
-  const long blackhole_ms = MsSince(posted);
-  // TCP tries again with its timers backing off: wait for the SEND's
-  // bytes and both FINs on the wire (a FIN may go with the SEND's bytes).
-  const std::string seen =
-      "tshark -n -r " + cap + " -Y 'frame.time_epoch >= " + off +
-      " && (tcp.len >= 3000 || tcp.flags.fin == 1)'"
-      " -T fields -e tcp.len -e tcp.flags.fin -e frame.time_epoch"
-      " 2>/dev/null";
-  auto t1 = std::chrono::steady_clock::now();
-  int n_send, n_fin;
-  double last = 0;  // when the last of them went, s after the blackhole
-  do {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    std::istringstream in(ShOut(seen));
-    std::string fin;
-    unsigned len;
-    double at;
-    n_send = n_fin = 0;
-    while (in >> len >> fin >> at) {
-      n_send += len >= 3000 && len < 3100;
-      n_fin += fin == "1" || fin == "True";
-      last = std::max(last, at - std::stod(off));
+  static bool DeviceExists(const std::string &dev) {
+    return access(("/sys/class/infiniband/" + dev).c_str(), F_OK) == 0;
+  }
+
+  // What TCP sends after the QPs let go of their connection (bytes the
+  // peer had not acknowledged, or not yet received) still carries the
+  // trdma TCP option: the connection closes on with the QP's option
+  // records, and keeps the option's hook where delete_device takes the
+  // namespace's last trdma device away meanwhile.  Captured from the SYNs
+  // on: a SEND of 100,000 bytes arrives (check-capture wants tagged
+  // packets in the middle of a trdma segment too); then every segment is
+  // dropped before the capture sees it while a SEND of 3,000 bytes is
+  // posted and both QPs are destroyed (and the device deleted), so that
+  // its bytes, the ACKs owed and both FINs first reach the wire after the
+  // blackhole, a tenth of a second later (TCP tries again no sooner than
+  // 0.2 s after a drop), while the connection closes.  check-capture
+  // passes only where they carry the option.
+  void ClosingSegmentsCarryTheOption(bool delete_device) {
+    const std::string check = "tools/wireshark/check-capture";
+    const std::string cap = "/tmp/trdma-closing.pcap";
+    ASSERT_EQ(access(check.c_str(), X_OK), 0)
+        << check << " (run from the project root)";
+    // Whatever a failed assertion leaves: the capture.
+    struct Cleanup {
+      bool tcpdump = false;
+      ~Cleanup() {
+        if (tcpdump) Sh("kill $(cat /tmp/tcpdump-closing.pid)");
+      }
+    } cleanup;
+    ASSERT_EQ(Sh("tcpdump -i lo -B 32768 -U -w " + cap +
+                 " tcp port 4791 2>/tmp/tcpdump-closing.log & "
+                 "echo $! >/tmp/tcpdump-closing.pid; sleep 1"),
+              0);
+    cleanup.tcpdump = true;
+    ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
+    ASSERT_NE(x, nullptr);
+    ASSERT_NE(y, nullptr);
+    // Timeout 18 (1.07 s): TCP gives up on the connection after 8.6 s
+    // (TCP_USER_TIMEOUT), well after the blackhole.
+    ASSERT_EQ(Connect(x, y, 7, 18), 0);
+    ASSERT_EQ(Connect(y, x, 7, 18), 0);
+    Side xs;  // x, posting from a_'s buffer
+    xs.qp = x;
+    ASSERT_EQ(PostRecvOn(y, 1, Sges(b_, 0, 100000, 1)), 0);
+    ASSERT_EQ(PostSend(xs, 2, IBV_WR_SEND, Sges(a_, 0, 100000, 1)), 0);
+    EXPECT_EQ(Wait(b_.cq).status, IBV_WC_SUCCESS);
+    EXPECT_EQ(Wait(a_.cq).status, IBV_WC_SUCCESS);
+
+    ASSERT_EQ(PostRecvOn(y, 3, Sges(b_, 0, 3000, 1)), 0);
+    Blackhole bh("trdma_closing");
+    ASSERT_TRUE(bh.on());
+    const auto posted = std::chrono::steady_clock::now();
+    ASSERT_EQ(PostSend(xs, 4, IBV_WR_SEND, Sges(a_, 0, 3000, 1)), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ibv_destroy_qp(x), 0);
+    EXPECT_EQ(ibv_destroy_qp(y), 0);
+    const long destroy_ms = MsSince(t0);
+    // The SEND never acknowledged, the receive never filled: both flushed.
+    EXPECT_EQ(Wait(a_.cq).status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(Wait(b_.cq).status, IBV_WC_WR_FLUSH_ERR);
+    long delete_ms = -1;
+    if (delete_device) {
+      // The namespace's last trdma device goes, and with it what else
+      // the namespace had of trdma's; the closing connection stays.
+      const auto td = std::chrono::steady_clock::now();
+      EXPECT_EQ(Sh("rdma link delete " + DevName()), 0);
+      delete_ms = MsSince(td);
+      EXPECT_FALSE(DeviceExists(DevName()));
     }
-  } while ((n_send < 1 || n_fin < 2) && MsSince(t1) < 6000);
-  const long wire_ms = MsSince(t1);
-  // Where TCP is with them, should they not have gone.
-  const std::string sockets =
-      ShOut("ss -tnoieH state all '( sport = :4791 or dport = :4791 )'; "
-            "nstat -az TcpRetransSegs TcpExtTCPRetransFail "
-            "TcpExtTCPWinProbe TcpExtTCPAbortOnTimeout");
-  Sh("sleep 1; kill $(cat /tmp/tcpdump-closing.pid); sleep 1");
-  cleanup.tcpdump = false;
-  const std::string verdict = ShOut(check + " " + cap + " 2>&1; echo rc=$?");
-  std::cout << "destroyed in " << destroy_ms << " ms; " << dropped
-            << " segments dropped in " << blackhole_ms
-            << " ms of blackhole; seen within " << wire_ms
-            << " ms of the blackhole's end, the last " << last
-            << " s after its removal began: " << n_send
-            << " segments of the SEND, " << n_fin << " FINs\n"
-            << verdict;
-  EXPECT_GT(dropped, 0);
-  // TCP's tries after the first drop come 0.2, 0.6, 1.4 and 3 s after it
-  // (later where its RTT estimate is longer): the blackhole must end
-  // before the closing's 5 s are over.
-  EXPECT_LT(destroy_ms, 1000);
-  EXPECT_LT(blackhole_ms, 3000);
-  EXPECT_GE(n_send, 1) << "the SEND's bytes never went\n" << sockets;
-  EXPECT_GE(n_fin, 2) << "a FIN never went";
-  EXPECT_NE(verdict.find("rc=0"), std::string::npos)
-      << ShOut("tshark -n -r " + cap + " 2>&1 | tail -20");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const long dropped = bh.Dropped();
+    // Captured from here on, what went after the QPs were gone: taken
+    // before the blackhole is removed, as nothing it drops is captured.
+    // (Taken after, it missed what TCP sent again between the table's
+    // removal and the nft command's end: a try that fell there, and then
+    // nothing more to send, failed the test.)
+    const std::string off = std::to_string(
+        std::chrono::duration<double>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    EXPECT_TRUE(bh.Off());
+    const long blackhole_ms = MsSince(posted);
+    // TCP tries again with its timers backing off: wait for the SEND's
+    // bytes and both FINs on the wire (a FIN may go with the SEND's bytes).
+    const std::string seen =
+        "tshark -n -r " + cap + " -Y 'frame.time_epoch >= " + off +
+        " && (tcp.len >= 3000 || tcp.flags.fin == 1)'"
+        " -T fields -e tcp.len -e tcp.flags.fin -e frame.time_epoch"
+        " 2>/dev/null";
+    auto t1 = std::chrono::steady_clock::now();
+    int n_send, n_fin;
+    double last = 0;  // when the last of them went, s after the blackhole
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::istringstream in(ShOut(seen));
+      std::string fin;
+      unsigned len;
+      double at;
+      n_send = n_fin = 0;
+      while (in >> len >> fin >> at) {
+        n_send += len >= 3000 && len < 3100;
+        n_fin += fin == "1" || fin == "True";
+        last = std::max(last, at - std::stod(off));
+      }
+    } while ((n_send < 1 || n_fin < 2) && MsSince(t1) < 6000);
+    const long wire_ms = MsSince(t1);
+    // Where TCP is with them, should they not have gone.
+    const std::string sockets =
+        ShOut("ss -tnoieH state all '( sport = :4791 or dport = :4791 )'; "
+              "nstat -az TcpRetransSegs TcpExtTCPRetransFail "
+              "TcpExtTCPWinProbe TcpExtTCPAbortOnTimeout");
+    Sh("sleep 1; kill $(cat /tmp/tcpdump-closing.pid); sleep 1");
+    cleanup.tcpdump = false;
+    const std::string verdict = ShOut(check + " " + cap + " 2>&1; echo rc=$?");
+    if (delete_device)
+      std::cout << "the device deleted in " << delete_ms << " ms\n";
+    std::cout << "destroyed in " << destroy_ms << " ms; " << dropped
+              << " segments dropped in " << blackhole_ms
+              << " ms of blackhole; seen within " << wire_ms
+              << " ms of the blackhole's end, the last " << last
+              << " s after its removal began: " << n_send
+              << " segments of the SEND, " << n_fin << " FINs\n"
+              << verdict;
+    EXPECT_GT(dropped, 0);
+    // TCP's tries after the first drop come 0.2, 0.6, 1.4 and 3 s after it
+    // (later where its RTT estimate is longer): the blackhole must end
+    // before the closing's 5 s are over.
+    EXPECT_LT(destroy_ms, 1000);
+    EXPECT_LT(blackhole_ms, 3000);
+    EXPECT_GE(n_send, 1) << "the SEND's bytes never went\n" << sockets;
+    EXPECT_GE(n_fin, 2) << "a FIN never went";
+    EXPECT_NE(verdict.find("rc=0"), std::string::npos)
+        << ShOut("tshark -n -r " + cap + " 2>&1 | tail -20");
+  }
+};
+
+TEST_F(ClosingTest, SegmentsSentWhileTheConnectionClosesCarryTheOption) {
+  ClosingSegmentsCarryTheOption(false);
+}
+
+// The same with the namespace's only trdma device deleted while the
+// connection closes: the closing keeps the option's hook (before, the
+// last device took it away, and what TCP sent then went untagged).
+TEST_F(ClosingTest, SegmentsSentAfterTheLastDeviceIsGoneCarryTheOption) {
+  std::istringstream devs(ShOut("ls /sys/class/infiniband"));
+  std::vector<std::string> trdma;
+  for (std::string d; devs >> d;)
+    if (access(("/sys/class/infiniband/" + d +
+                "/ports/1/hw_counters/tcp_option_left_off")
+                   .c_str(),
+               F_OK) == 0)
+      trdma.push_back(d);
+  ASSERT_EQ(trdma, std::vector<std::string>{DevName()})
+      << "not the namespace's only trdma device";
+  ClosingSegmentsCarryTheOption(true);
 }
 
 // A connection still closing when the closing's 5 s are over (the peer
@@ -1385,7 +1452,7 @@ TEST_F(DataPathTest, SegmentsSentWhileTheConnectionClosesCarryTheOption) {
 // both FINs unacknowledged; 7 s later neither socket is left with
 // anything to send (FIN_WAIT1, CLOSING, LAST_ACK).  The QPs' timeout
 // (20: TCP gives up after 34 s) keeps TCP itself from ending them sooner.
-TEST_F(DataPathTest, ConnectionStillClosingAfterItsLingerIsReset) {
+TEST_F(ClosingTest, ConnectionStillClosingAfterItsLingerIsReset) {
   ibv_qp *x = NewQp(a_.cq), *y = NewQp(b_.cq);
   ASSERT_NE(x, nullptr);
   ASSERT_NE(y, nullptr);
