@@ -1266,29 +1266,20 @@ class ClosingTest : public DataPathTest {
  protected:
   void TearDown() override {
     DataPathTest::TearDown();
-    if (!DeviceExists(DevName())) {
-      EXPECT_EQ(Sh("rdma link add " + DevName() + " type trdma netdev " +
-                   NetdevName()),
-                0);
+    if (!DeviceExists()) {
+      EXPECT_EQ(Sh(LinkAddCmd()), 0);
       // Its IPv4 GID, which the next test's connections use, appears once
       // the device has seen the netdev's address.
       auto t0 = std::chrono::steady_clock::now();
       bool gid = false;
       while (!gid && MsSince(t0) < 5000) {
         Context c = OpenDevice(DevName());
-        for (int i = 0; c && !gid && i < 16; i++) {
-          ibv_gid_entry e;
-          gid = !ibv_query_gid_ex(c.get(), 1, i, &e, 0) &&
-                e.gid_type == IBV_GID_TYPE_ROCE_V2 && IsV4MappedGid(e.gid);
-        }
+        ibv_gid g;
+        gid = c && RoceV2Gid(c.get(), &g) >= 0;
         if (!gid) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       EXPECT_TRUE(gid) << DevName() << " added again has no IPv4 GID";
     }
-  }
-
-  static bool DeviceExists(const std::string &dev) {
-    return access(("/sys/class/infiniband/" + dev).c_str(), F_OK) == 0;
   }
 
   // What TCP sends after the QPs let go of their connection (bytes the
@@ -1355,7 +1346,7 @@ class ClosingTest : public DataPathTest {
       const auto td = std::chrono::steady_clock::now();
       EXPECT_EQ(Sh("rdma link delete " + DevName()), 0);
       delete_ms = MsSince(td);
-      EXPECT_FALSE(DeviceExists(DevName()));
+      EXPECT_FALSE(DeviceExists());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const long dropped = bh.Dropped();

@@ -61,14 +61,6 @@ const std::string kPort = std::to_string(TRDMA_DEFAULT_PORT);
 
 // --- the lab around the device ---------------------------------------------
 
-bool DeviceExists() {
-  return access(("/sys/class/infiniband/" + DevName()).c_str(), F_OK) == 0;
-}
-
-std::string LinkAddCmd() {
-  return "rdma link add " + DevName() + " type trdma netdev " + NetdevName();
-}
-
 // Object counts of the device, as `rdma resource show` has them.
 using Counts = std::map<std::string, long>;
 
@@ -176,19 +168,6 @@ std::optional<int> Reap(pid_t pid) {
 }
 
 // --- connecting QPs --------------------------------------------------------
-
-// The index and value of the device's IPv4-mapped RoCE v2 GID, -1 if none.
-int RoceV2Gid(ibv_context *ctx, ibv_gid *gid) {
-  for (int i = 0; i < 16; i++) {
-    ibv_gid_entry e;
-    if (ibv_query_gid_ex(ctx, 1, i, &e, 0)) continue;
-    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && IsV4MappedGid(e.gid)) {
-      *gid = e.gid;
-      return i;
-    }
-  }
-  return -1;
-}
 
 // The local ACK timeout exponent and retry counts of a QP: TCP_USER_TIMEOUT
 // is 4.096 us * 2^timeout * (retry_cnt + 1).

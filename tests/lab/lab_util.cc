@@ -25,6 +25,14 @@ std::string DevName() { return Env("TRDMA_DEV", "trdma0"); }
 std::string NetdevName() { return Env("TRDMA_LAB_IF", "trdma-test0"); }
 std::string NetdevAddr() { return Env("TRDMA_LAB_ADDR", "10.99.0.1"); }
 
+bool DeviceExists() {
+  return access(("/sys/class/infiniband/" + DevName()).c_str(), F_OK) == 0;
+}
+
+std::string LinkAddCmd() {
+  return "rdma link add " + DevName() + " type trdma netdev " + NetdevName();
+}
+
 int Sh(const std::string &cmd) {
   int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;

@@ -29,6 +29,19 @@ inline bool IsV4MappedGid(const ibv_gid &g) {
   return !memcmp(g.raw, kPrefix, sizeof(kPrefix));
 }
 
+// The index and value of the device's IPv4-mapped RoCE v2 GID, -1 if none.
+inline int RoceV2Gid(ibv_context *ctx, ibv_gid *gid) {
+  for (int i = 0; i < 16; i++) {
+    ibv_gid_entry e;
+    if (ibv_query_gid_ex(ctx, 1, i, &e, 0)) continue;
+    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && IsV4MappedGid(e.gid)) {
+      *gid = e.gid;
+      return i;
+    }
+  }
+  return -1;
+}
+
 using Clock = std::chrono::steady_clock;
 
 // Milliseconds since a time point.
@@ -146,6 +159,10 @@ std::string DevName();
 std::string NetdevName();
 // IPv4 address of that netdev ($TRDMA_LAB_ADDR).
 std::string NetdevAddr();
+// Whether the device under test exists (it may have been deleted).
+bool DeviceExists();
+// The command that adds the device under test on its netdev.
+std::string LinkAddCmd();
 
 // Runs a shell command; returns its exit status (-1 if it did not exit).
 int Sh(const std::string &cmd);

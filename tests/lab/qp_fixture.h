@@ -75,13 +75,8 @@ class DataPathTest : public ::testing::Test {
   }
 
   int GidIndex() {
-    for (int i = 0; i < 16; i++) {
-      ibv_gid_entry e;
-      if (ibv_query_gid_ex(ctx_.get(), 1, i, &e, 0)) continue;
-      if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && IsV4MappedGid(e.gid))
-        return i;
-    }
-    return -1;
+    ibv_gid g;
+    return RoceV2Gid(ctx_.get(), &g);
   }
 
   int Connect(ibv_qp *qp, ibv_qp *peer, uint8_t rnr_retry = 7,

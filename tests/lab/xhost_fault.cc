@@ -212,16 +212,11 @@ class Side {
     qp_ = ibv_create_qp(pd_, &ia);
     if (!qp_) Die("ibv_create_qp");
     // The IPv4-mapped RoCE v2 GID.
-    ibv_gid_entry ge = {};
-    for (int i = 0; i < 16 && gi_ < 0; i++) {
-      if (ibv_query_gid_ex(ctx_, 1, i, &ge, 0)) continue;
-      if (ge.gid_type == IBV_GID_TYPE_ROCE_V2 &&
-          trdma_lab::IsV4MappedGid(ge.gid))
-        gi_ = i;
-    }
+    ibv_gid g;
+    gi_ = trdma_lab::RoceV2Gid(ctx_, &g);
     if (gi_ < 0) Die("no IPv4 RoCE v2 GID");
     Info me = {qp_->qp_num, mr_->rkey, Addr(buf_), {}};
-    memcpy(me.gid, ge.gid.raw, 16);
+    memcpy(me.gid, g.raw, 16);
     if (write(ctl_, &me, sizeof(me)) != sizeof(me) ||
         !ReadFull(ctl_, &peer_, sizeof(peer_), 30000))
       Die("exchange with the peer");

@@ -19,20 +19,14 @@ TcpExtTCPFastRetrans TcpExtTCPDSACKRecv TcpExtTCPDSACKOldSent
 TcpExtTCPLossProbes TcpExtTCPTimeouts TcpExtTCPSpuriousRTOs
 TcpExtTCPSlowStartRetrans TcpExtTCPFullUndo TcpExtTCPPartialUndo
 TcpExtTCPDSACKUndo TcpExtTCPLossUndo"
-# shellcheck disable=SC2086  # the counters' names
-snap() { nstat -asz $ctr | awk '!/^#/ {print $1, $2}'; }
+# shellcheck source=docs/perf/loopback-reorder/counted.sh
+. docs/perf/loopback-reorder/counted.sh
 for r in $(seq "$rounds"); do
 	for sp in $spreads; do
 		modprobe trdma tx_spread="$sp" || exit 1
 		rdma link add "$dev" type trdma netdev "$ifname" || exit 1
 		for i in $(seq "$runs"); do
-			snap >/tmp/a
-			pair "$dev" "$dev" -x ib_write_bw -s 65536 -D 10 \
-				>/dev/null 2>&1 || echo failed
-			snap >/tmp/b
-			d=$(join /tmp/a /tmp/b | awk '{sub(/^TcpExt|^Tcp/, "", $1);
-				printf "%s=%d ", $1, $3 - $2}')
-			echo "tx_spread=$sp run $r.$i: $(pair_figures) | $d"
+			counted_run "tx_spread=$sp run $r.$i"
 		done
 		rdma link delete "$dev"
 		rmmod trdma

@@ -13,8 +13,8 @@ build=build pass=0 fail=0
 ctr="TcpOutSegs TcpRetransSegs TcpExtTCPSACKReorder TcpExtTCPFastRetrans
 TcpExtTCPDSACKRecv TcpExtTCPFullUndo TcpExtTCPPartialUndo
 TcpExtTCPLossProbes TcpExtTCPTimeouts"
-# shellcheck disable=SC2086  # the counters' names
-snap() { nstat -asz $ctr | awk '!/^#/ {print $1, $2}'; }
+# shellcheck source=docs/perf/loopback-reorder/counted.sh
+. docs/perf/loopback-reorder/counted.sh
 d0=$(sysctl -n net.ipv4.tcp_reordering) r0=$(sysctl -n net.ipv4.tcp_recovery)
 echo "defaults: tcp_reordering=$d0 tcp_recovery=$r0" \
 	"tcp_max_reordering=$(sysctl -n net.ipv4.tcp_max_reordering)"
@@ -30,13 +30,7 @@ for r in 1 2 3; do
 				net.ipv4.tcp_recovery=0
 		fi
 		for i in 1 2; do
-			snap >/tmp/a
-			pair "$dev" "$dev" -x ib_write_bw -s 65536 -D 10 \
-				>/dev/null 2>&1 || echo failed
-			snap >/tmp/b
-			d=$(join /tmp/a /tmp/b | awk '{sub(/^TcpExt|^Tcp/, "", $1);
-				printf "%s=%d ", $1, $3 - $2}')
-			echo "$v run $r.$i: $(pair_figures) | $d"
+			counted_run "$v run $r.$i"
 		done
 	done
 done
