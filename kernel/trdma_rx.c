@@ -692,13 +692,11 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 		    rx->req_placed + rx->left > rx->req_len)
 			return TRDMA_RX_PROTO;
 		/*
-		 * SEND_WITH_INV: the named MR (of this QP's PD, allowing
-		 * remote access) is invalid from its last segment's header
-		 * on, before that payload lands and the SEND completes.
+		 * SEND_WITH_INV: the named MR is invalidated once the
+		 * message is in (trdma_rx_seg_end()), not here: a segment
+		 * refused for an ODP page (RNR) comes again, header and all.
 		 */
 		if (h->ext & TRDMA_EXT_IETH) {
-			if (trdma_fr_inv(qp, h->inv_rkey, true))
-				return TRDMA_RX_ACCESS;
 			rx->imm = h->inv_rkey;
 			rx->has_inv = true;
 		}
@@ -891,6 +889,8 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 	return rv ? TRDMA_RX_ACCESS : TRDMA_RX_OK;
 }
 
+static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e);
+
 /* The current segment is complete. */
 static void trdma_rx_seg_end(struct trdma_qp *qp)
 {
@@ -905,6 +905,16 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 	if (trdma_op_is_send(op) || trdma_op_is_write(op)) {
 		if (!trdma_op_last(op))
 			return;
+		/*
+		 * SEND_WITH_INV: the named MR (of this QP's PD, allowing
+		 * remote access) is invalid from here on, its payload placed,
+		 * before the ACK and the completion.  Anything else is the
+		 * requester's remote access error.
+		 */
+		if (rx->has_inv && trdma_fr_inv(qp, rx->imm, true)) {
+			trdma_rx_refuse(qp, TRDMA_RX_ACCESS);
+			return;
+		}
 		/*
 		 * The ACK is due before the completion shows: an application
 		 * that destroys the QP on seeing it still gets it sent.  UC

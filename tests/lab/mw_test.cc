@@ -7,6 +7,7 @@
 // writes (MwRaceTest).  And ibv_rereg_mr (ReregMrTest), which a bound
 // window refuses too.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <atomic>
@@ -442,6 +443,71 @@ TEST_F(MwTest, Type2SendWithInvalidateReportsTheKey) {
   ExpectUntouched(0, kWinOff + kWin);
   EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
   wmr_ = nullptr;
+}
+
+// SEND_WITH_INV into a receive buffer of an ODP MR whose page is not
+// present: the receive path, in softirq, cannot fault it in, answers RNR
+// and the requester sends the message again.  The window is invalidated
+// once, when the message is in, just before the receive completes.  (Where
+// the first try's header invalidated it, the second found it invalid
+// already: a remote access error, the QP failed.)
+TEST_F(MwTest, Type2SendWithInvalidateIntoAnOdpPageNotPresent) {
+  ibv_qp *xa, *xb;
+  XPair(&xa, &xb);
+  ASSERT_FALSE(HasFatalFailure());
+  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ibv_wc c = Bind2(xb, b_.cq, mw, rkey,
+                   Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+
+  // Never touched: no page of it is present when the SEND comes.
+  constexpr size_t kLen = 1 << 16;
+  void *odp = mmap(nullptr, kLen, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(odp, MAP_FAILED);
+  ibv_mr *omr = ibv_reg_mr(pd_, odp, kLen,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(omr, nullptr) << errno;
+  const long rnr0 = Counter("rnr_naks_sent");
+  ibv_sge rs = {reinterpret_cast<uintptr_t>(odp), 4096, omr->lkey};
+  ibv_recv_wr rwr = {}, *rbad;
+  rwr.wr_id = 80;
+  rwr.sg_list = &rs;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(xb, &rwr, &rbad), 0);
+  Fill(a_.buf, 0, 100, 31);
+  ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 100,
+                a_.mr->lkey};
+  ibv_send_wr wr = {};
+  wr.wr_id = 81;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.sg_list = &ss;
+  wr.num_sge = 1;
+  wr.invalidate_rkey = rkey;
+  c = Post(xa, a_.cq, wr);
+  // The way this test is about: the first try was refused for the page.
+  EXPECT_GT(Counter("rnr_naks_sent"), rnr0);
+  EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+  ibv_wc r = Wait(b_.cq);
+  EXPECT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+  EXPECT_EQ(r.wr_id, 80u);
+  EXPECT_EQ(r.byte_len, 100u);
+  EXPECT_TRUE(r.wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(r.invalidated_rkey, rkey);
+  EXPECT_EQ(memcmp(odp, a_.buf.data(), 100), 0);
+
+  // Invalid now: the peer's write through it fails.
+  if (c.status == IBV_WC_SUCCESS) {
+    ibv_sge sge;
+    c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), rkey, &sge));
+    EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR)
+        << ibv_wc_status_str(c.status);
+    ExpectUntouched(0, kWinOff + kWin);
+  }
+  EXPECT_EQ(ibv_dereg_mr(omr), 0);
+  munmap(odp, kLen);
 }
 
 TEST_F(MwTest, Type2RebindAfterInvalidationAndDealloc) {
