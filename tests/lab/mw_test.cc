@@ -158,6 +158,55 @@ class MwTest : public DataPathTest {
       }
   }
 
+  // A type-2 window bound on xb under a new key: remote write, kWin bytes
+  // at kWinOff of b_'s buffer (through wmr_).  Returns that key.
+  uint32_t BoundWriteWindow(ibv_qp *xb) {
+    ibv_mw *mw = Mw(IBV_MW_TYPE_2);
+    if (!mw) return 0;
+    uint32_t rkey = ibv_inc_rkey(mw->rkey);
+    ibv_wc c = Bind2(xb, b_.cq, mw, rkey,
+                     Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
+    EXPECT_EQ(c.opcode, IBV_WC_BIND_MW);
+    return c.status == IBV_WC_SUCCESS ? rkey : 0;
+  }
+
+  // xa SENDs the first 100 bytes of a_'s buffer with an invalidation of
+  // rkey, into a receive (wr_id 80) of 4096 bytes at addr under lkey that
+  // it posts on xb first; returns the SEND's completion.
+  ibv_wc SendWithInv(ibv_qp *xa, ibv_qp *xb, uint64_t addr, uint32_t lkey,
+                     uint32_t rkey) {
+    EXPECT_EQ(PostRecvOn(xb, 80, {{addr, 4096, lkey}}), 0);
+    ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 100,
+                  a_.mr->lkey};
+    ibv_send_wr wr = {};
+    wr.wr_id = 81;
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.sg_list = &ss;
+    wr.num_sge = 1;
+    wr.invalidate_rkey = rkey;
+    return Post(xa, a_.cq, wr);
+  }
+
+  // The receive of SendWithInv() completes on b_'s CQ, whole, naming rkey.
+  void ExpectInvalidatingRecv(uint32_t rkey) {
+    ibv_wc r = Wait(b_.cq);
+    EXPECT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
+    EXPECT_EQ(r.wr_id, 80u);
+    EXPECT_EQ(r.opcode, IBV_WC_RECV);
+    EXPECT_EQ(r.byte_len, 100u);
+    EXPECT_TRUE(r.wc_flags & IBV_WC_WITH_INV);
+    EXPECT_EQ(r.invalidated_rkey, rkey);
+  }
+
+  // rkey is invalid: xa's write through it fails and writes nothing.
+  void ExpectDeadKey(ibv_qp *xa, uint32_t rkey) {
+    ibv_sge sge;
+    ibv_wc c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), rkey, &sge));
+    EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
+    ExpectUntouched(0, kWinOff + kWin);
+  }
+
   ibv_mr *wmr_ = nullptr;
   std::vector<ibv_mw *> mws_;
   std::vector<ibv_qp *> qps_;
@@ -404,43 +453,13 @@ TEST_F(MwTest, Type2SendWithInvalidateReportsTheKey) {
   ibv_qp *xa, *xb;
   XPair(&xa, &xb);
   ASSERT_FALSE(HasFatalFailure());
-  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
-  ASSERT_NE(mw, nullptr);
-  uint32_t rkey = ibv_inc_rkey(mw->rkey);
-  ibv_wc c = Bind2(xb, b_.cq, mw, rkey,
-                   Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
+  uint32_t rkey = BoundWriteWindow(xb);
+  ASSERT_NE(rkey, 0u);
+  ibv_wc c = SendWithInv(xa, xb, B(65536), b_.mr->lkey, rkey);
   ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
-  EXPECT_EQ(c.opcode, IBV_WC_BIND_MW);
-
-  ibv_sge rs = {B(65536), 4096, b_.mr->lkey};
-  ibv_recv_wr rwr = {}, *rbad;
-  rwr.wr_id = 80;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ASSERT_EQ(ibv_post_recv(xb, &rwr, &rbad), 0);
-  ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 100,
-                a_.mr->lkey};
-  ibv_send_wr wr = {};
-  wr.wr_id = 81;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.sg_list = &ss;
-  wr.num_sge = 1;
-  wr.invalidate_rkey = rkey;
-  c = Post(xa, a_.cq, wr);
-  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
-  ibv_wc r = Wait(b_.cq);
-  ASSERT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
-  EXPECT_EQ(r.wr_id, 80u);
-  EXPECT_EQ(r.opcode, IBV_WC_RECV);
-  EXPECT_EQ(r.byte_len, 100u);
-  EXPECT_TRUE(r.wc_flags & IBV_WC_WITH_INV);
-  EXPECT_EQ(r.invalidated_rkey, rkey);
-
+  ExpectInvalidatingRecv(rkey);
   // Invalid now: the peer's write through it fails; the MR may go.
-  ibv_sge sge;
-  c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), rkey, &sge));
-  EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(c.status);
-  ExpectUntouched(0, kWinOff + kWin);
+  ExpectDeadKey(xa, rkey);
   EXPECT_EQ(ibv_dereg_mr(wmr_), 0);
   wmr_ = nullptr;
 }
@@ -455,13 +474,8 @@ TEST_F(MwTest, Type2SendWithInvalidateIntoAnOdpPageNotPresent) {
   ibv_qp *xa, *xb;
   XPair(&xa, &xb);
   ASSERT_FALSE(HasFatalFailure());
-  ibv_mw *mw = Mw(IBV_MW_TYPE_2);
-  ASSERT_NE(mw, nullptr);
-  uint32_t rkey = ibv_inc_rkey(mw->rkey);
-  ibv_wc c = Bind2(xb, b_.cq, mw, rkey,
-                   Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE));
-  ASSERT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
-
+  uint32_t rkey = BoundWriteWindow(xb);
+  ASSERT_NE(rkey, 0u);
   // Never touched: no page of it is present when the SEND comes.
   constexpr size_t kLen = 1 << 16;
   void *odp = mmap(nullptr, kLen, PROT_READ | PROT_WRITE,
@@ -471,41 +485,16 @@ TEST_F(MwTest, Type2SendWithInvalidateIntoAnOdpPageNotPresent) {
                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
   ASSERT_NE(omr, nullptr) << errno;
   const long rnr0 = Counter("rnr_naks_sent");
-  ibv_sge rs = {reinterpret_cast<uintptr_t>(odp), 4096, omr->lkey};
-  ibv_recv_wr rwr = {}, *rbad;
-  rwr.wr_id = 80;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ASSERT_EQ(ibv_post_recv(xb, &rwr, &rbad), 0);
   Fill(a_.buf, 0, 100, 31);
-  ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 100,
-                a_.mr->lkey};
-  ibv_send_wr wr = {};
-  wr.wr_id = 81;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.sg_list = &ss;
-  wr.num_sge = 1;
-  wr.invalidate_rkey = rkey;
-  c = Post(xa, a_.cq, wr);
+  ibv_wc c = SendWithInv(xa, xb, reinterpret_cast<uintptr_t>(odp),
+                         omr->lkey, rkey);
   // The way this test is about: the first try was refused for the page.
   EXPECT_GT(Counter("rnr_naks_sent"), rnr0);
   EXPECT_EQ(c.status, IBV_WC_SUCCESS) << ibv_wc_status_str(c.status);
-  ibv_wc r = Wait(b_.cq);
-  EXPECT_EQ(r.status, IBV_WC_SUCCESS) << ibv_wc_status_str(r.status);
-  EXPECT_EQ(r.wr_id, 80u);
-  EXPECT_EQ(r.byte_len, 100u);
-  EXPECT_TRUE(r.wc_flags & IBV_WC_WITH_INV);
-  EXPECT_EQ(r.invalidated_rkey, rkey);
+  ExpectInvalidatingRecv(rkey);
   EXPECT_EQ(memcmp(odp, a_.buf.data(), 100), 0);
-
   // Invalid now: the peer's write through it fails.
-  if (c.status == IBV_WC_SUCCESS) {
-    ibv_sge sge;
-    c = Post(xa, a_.cq, WriteWr(0, 64, B(kWinOff), rkey, &sge));
-    EXPECT_EQ(c.status, IBV_WC_REM_ACCESS_ERR)
-        << ibv_wc_status_str(c.status);
-    ExpectUntouched(0, kWinOff + kWin);
-  }
+  if (c.status == IBV_WC_SUCCESS) ExpectDeadKey(xa, rkey);
   EXPECT_EQ(ibv_dereg_mr(omr), 0);
   munmap(odp, kLen);
 }
@@ -566,16 +555,7 @@ TEST_F(MwTest, SendWithInvalidateOfAType1WindowIsARemoteAccessError) {
                   Info(wmr_, kWinOff, kWin, IBV_ACCESS_REMOTE_WRITE))
                 .status,
             IBV_WC_SUCCESS);
-  ASSERT_EQ(PostRecv(b_, 1, Sges(b_, 65536, 4096, 1)), 0);
-  ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 64,
-                a_.mr->lkey};
-  ibv_send_wr wr = {};
-  wr.wr_id = 2;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.sg_list = &ss;
-  wr.num_sge = 1;
-  wr.invalidate_rkey = mw->rkey;
-  ibv_wc s = Post(a_.qp, a_.cq, wr);
+  ibv_wc s = SendWithInv(a_.qp, b_.qp, B(65536), b_.mr->lkey, mw->rkey);
   EXPECT_EQ(s.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(s.status);
 }
 
