@@ -118,6 +118,22 @@ bool WaitAsyncEvent(ibv_context *ctx, ibv_event_type type, int timeout_ms) {
   }
 }
 
+std::string StuckReport() {
+  return ShOut(
+      "ss -tanH '( sport = :4791 or dport = :4791 )' | awk '{n[$1]++} "
+      "END {for (s in n) printf \"%s %d, \", s, n[s]; print \"\"}'; "
+      "ss -ltnH 'sport = :4791'; "
+      "nstat -asz TcpActiveOpens TcpPassiveOpens TcpAttemptFails "
+      "TcpExtListenOverflows TcpExtListenDrops TcpExtTCPReqQFullDrop "
+      "TcpExtTCPSynRetrans TcpExtTCPMemoryPressures TcpExtTCPAbortOnMemory "
+      "| tail -n +2; grep -E '^(sockets|TCP):' /proc/net/sockstat; "
+      "grep MemAvailable /proc/meminfo; rdma statistic show link " +
+      DevName() +
+      "/1 | tr ' ' '\\n' | paste - - | "
+      "grep -E 'connect|refused|fatal' | tr '\\n' ' '; echo; "
+      "dmesg | grep trdma | tail -n 5");
+}
+
 long Counter(const std::string &name) {
   std::string out = ShOut("rdma statistic show link " + DevName() + "/1");
   size_t at = out.find(" " + name + " ");

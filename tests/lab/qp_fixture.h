@@ -226,7 +226,7 @@ class DataPathTest : public ::testing::Test {
       EXPECT_EQ(n, 0);
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    ADD_FAILURE() << "no completion within 10 s";
+    ADD_FAILURE() << "no completion within 10 s\n" << StuckReport();
     return wc;
   }
 
