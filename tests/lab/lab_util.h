@@ -155,11 +155,6 @@ inline long TcpRetransSegs() { return TcpSnmp("RetransSegs"); }
 
 // Name of the trdma device under test ($TRDMA_DEV, default "trdma0").
 std::string DevName();
-// What a wait that timed out may need explained, as text: the QP
-// connections' TCP sockets by state, the listener's queue, TCP's counters
-// of refused and retried connections and memory, the guest's free memory,
-// trdma's connection counters and its last log lines.
-std::string StuckReport();
 // Netdev the device is bound to ($TRDMA_LAB_IF, default "trdma-test0").
 std::string NetdevName();
 // IPv4 address of that netdev ($TRDMA_LAB_ADDR).
@@ -176,6 +171,11 @@ std::string ShOut(const std::string &cmd);
 // The value of a port counter of the device under test, as `rdma
 // statistic` shows it; -1 when there is no such counter.
 long Counter(const std::string &name);
+// What a wait that timed out may need explained, as text: the QP
+// connections' TCP sockets by state, the listener's queue, TCP's counters
+// of refused and retried connections and memory, the guest's free memory,
+// trdma's connection counters and its last log lines.
+std::string StuckReport();
 // Reads a whole (sysfs) file, without the trailing newline.
 std::string ReadFile(const std::string &path);
 
