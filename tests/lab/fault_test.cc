@@ -2273,7 +2273,11 @@ bool SetOomScoreAdj(int v) {
 // MemAvailable is down to floor_kb, then keeps it there, giving back 8 MiB
 // and taking it again every 50 ms, so the kernel's own allocations keep
 // meeting reclaim.  It is the OOM killer's first choice (oom_score_adj
-// 1000) and dies with its parent.
+// 1000) and dies with its parent.  Its memory is in base pages
+// (MADV_NOHUGEPAGE): huge pages made the kernel compact memory and
+// khugepaged collapse it near the floor, and on 6.12 in the lab that once
+// in a few runs held a CPU for 20-50 s (a soft lockup in kcompactd or
+// khugepaged, and trdma's work on that CPU stalled; docs/lab.md).
 pid_t MemoryHog(long floor_kb) {
   fflush(nullptr);
   pid_t pid = fork();
@@ -2293,6 +2297,7 @@ pid_t MemoryHog(long floor_kb) {
         usleep(50000);
         continue;
       }
+      madvise(p, kChunk, MADV_NOHUGEPAGE);
       for (size_t i = 0; i < kChunk; i += 4096)
         static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(++salt);
       chunks[n++] = p;
