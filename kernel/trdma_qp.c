@@ -1097,22 +1097,13 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	WRITE_ONCE(qp->sq.ctrl->tx_active, 0);
 }
 
-/*
- * The move from cur to next, queues and all.  An error since the move was
- * checked (a corrupt ring, a failed datagram, a broken connection: ERR
- * without state_mutex) ends that life: RESET and ERR may follow, any
- * other move fails with -EINVAL.  Under state_mutex.
- */
-static int trdma_qp_set_state(struct trdma_qp *qp, enum ib_qp_state cur,
-			      enum ib_qp_state next)
+/* The move from cur to next, queues and all.  Under state_mutex. */
+static void trdma_qp_set_state(struct trdma_qp *qp, enum ib_qp_state cur,
+			       enum ib_qp_state next)
 {
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	if (qp->state != cur && next != IB_QPS_RESET && next != IB_QPS_ERR) {
-		spin_unlock_irqrestore(&qp->lock, flags);
-		return -EINVAL;
-	}
 	if (cur != next) {
 		if (next == IB_QPS_ERR) {
 			trdma_qp_to_error(qp);
@@ -1125,7 +1116,6 @@ static int trdma_qp_set_state(struct trdma_qp *qp, enum ib_qp_state cur,
 		qp->state = next;
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
-	return 0;
 }
 
 /*
@@ -1133,20 +1123,18 @@ static int trdma_qp_set_state(struct trdma_qp *qp, enum ib_qp_state cur,
  * between two transmissions (tx_mutex): a WQE taken or sent before never
  * completes into the QP's next life.  Under state_mutex.
  */
-static int trdma_ud_set_state(struct trdma_qp *qp, enum ib_qp_state cur,
-			      enum ib_qp_state next)
+static void trdma_ud_set_state(struct trdma_qp *qp, enum ib_qp_state next)
 {
+	enum ib_qp_state cur = qp->state;
 	unsigned long flags;
-	int rv;
 
 	if (next == IB_QPS_RESET)
 		mutex_lock(&qp->tx_mutex);
 	spin_lock_irqsave(&qp->ud_rx_lock, flags);
-	rv = trdma_qp_set_state(qp, cur, next);
+	trdma_qp_set_state(qp, cur, next);
 	spin_unlock_irqrestore(&qp->ud_rx_lock, flags);
 	if (next == IB_QPS_RESET)
 		mutex_unlock(&qp->tx_mutex);
-	return rv;
 }
 
 int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
@@ -1188,11 +1176,9 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 
 	if (trdma_qp_is_ud(qp) && cur != next)
-		rv = trdma_ud_set_state(qp, cur, next);
+		trdma_ud_set_state(qp, next);
 	else
-		rv = trdma_qp_set_state(qp, cur, next);
-	if (rv)
-		goto out;
+		trdma_qp_set_state(qp, cur, next);
 
 	if (trdma_qp_is_ud(qp)) {
 		/* On an SRQ: IB_EVENT_QP_LAST_WQE_REACHED. */

@@ -296,12 +296,6 @@ int trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
 	}
 
 	spin_lock_irqsave(lock, flags);
-	/*
-	 * A datagram that checked its QP's state before an error moved it to
-	 * ERR takes nothing: the RQ (under qp->lock) is flushed.
-	 */
-	if (trdma_qp_is_ud(qp) && !trdma_state_connected(READ_ONCE(qp->state)))
-		goto out;
 	/* Slots up to prod are written; pairs with the producer's release. */
 	prod = smp_load_acquire(&ring->ctrl->prod);
 	if (prod == *cons)

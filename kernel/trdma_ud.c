@@ -364,10 +364,8 @@ static u32 trdma_ud_hdr_check(const struct trdma_bth *bth, u32 dlen)
 /*
  * Delivers a checked datagram to a UD QP; counts what it drops.  Under
  * ud_rx_lock from the state check to the completion: datagrams complete in
- * the order they took their WQEs, none is in progress across a move of
- * trdma_modify_qp(), and none once trdma_qp_rx_stopped() has seen the QP
- * in ERR.  An error of another path takes the QP to ERR without this lock:
- * trdma_rqe_take() checks the state again under the ring's lock.
+ * the order they took their WQEs, and none after its QP has left RTR/RTS
+ * (trdma_modify_qp(), trdma_qp_rx_stopped()).
  */
 static void trdma_ud_deliver(struct trdma_qp *qp, struct sk_buff *skb,
 			     u32 off, const struct trdma_bth *bth,
