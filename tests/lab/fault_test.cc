@@ -2274,10 +2274,9 @@ bool SetOomScoreAdj(int v) {
 // and taking it again every 50 ms, so the kernel's own allocations keep
 // meeting reclaim.  It is the OOM killer's first choice (oom_score_adj
 // 1000) and dies with its parent.  Its memory is in base pages
-// (MADV_NOHUGEPAGE): huge pages made the kernel compact memory and
-// khugepaged collapse it near the floor, and on 6.12 in the lab that once
-// in a few runs held a CPU for 20-50 s (a soft lockup in kcompactd or
-// khugepaged, and trdma's work on that CPU stalled; docs/lab.md).
+// (MADV_NOHUGEPAGE): in huge pages it made the kernel compact memory and
+// khugepaged collapse it near the floor, where the soft lockups of 6.12
+// in the lab were found (kcompactd, khugepaged; docs/lab.md).
 pid_t MemoryHog(long floor_kb) {
   fflush(nullptr);
   pid_t pid = fork();
