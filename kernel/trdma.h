@@ -437,6 +437,7 @@ struct trdma_srq {
 	u32 limit;		/* armed limit, 0 when not armed; under lock */
 	u32 max_sge;
 	bool is_user;
+	bool corrupt;		/* producer index found corrupt; under lock */
 };
 
 /*
@@ -825,6 +826,14 @@ struct trdma_qp {
 	void *ud_sqe;
 	u8 *ud_buf;
 	u32 ud_msn;
+	/*
+	 * Held by the receive path of a UD or GSI QP from its state check
+	 * to the receive completion posted (trdma_ud_deliver()), so that
+	 * datagrams complete in the order they took their WQEs; taken and
+	 * let go by trdma_qp_rx_stopped() to know that none is still being
+	 * delivered.  Outside qp->lock and the SRQ's lock.
+	 */
+	spinlock_t ud_rx_lock;
 };
 
 /* Largest datagram header (trdma_ud.c): BTH, DETH and ImmDt. */
@@ -984,6 +993,7 @@ void trdma_sq_retire(struct trdma_qp *qp);
 void *trdma_swq_slot(struct trdma_qp *qp, u32 idx);
 struct trdma_swqe_info *trdma_swi(struct trdma_qp *qp, u32 idx);
 void trdma_sq_wqe_done(struct trdma_qp *qp, u32 idx, enum ib_wc_status st);
+void trdma_rq_taken_done(struct trdma_qp *qp);
 enum ib_wc_opcode trdma_wc_opcode(u8 wr_opcode);
 
 /* trdma_mem.c */
@@ -1134,8 +1144,8 @@ void trdma_rx_stall_work(struct work_struct *work);
 void trdma_rx_drain(struct trdma_qp *qp, struct sock *sk);
 bool trdma_rx_feed(struct trdma_qp *qp, struct sk_buff *skb);
 void trdma_rx_flush(struct trdma_qp *qp);
-bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *rqe,
-		    bool *taken);
+int trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *rqe,
+		   bool *taken);
 int trdma_place_sges(struct trdma_qp *qp, const struct trdma_sge *sge,
 		     u32 num_sge, u32 msg_off, struct sk_buff *skb, u32 off,
 		     u32 n);

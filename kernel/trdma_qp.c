@@ -189,6 +189,22 @@ static void trdma_rq_flush(struct trdma_qp *qp)
 	smp_store_release(&qp->rq.ctrl->cons, qp->rq_cons);
 }
 
+/*
+ * A UD QP's datagram has completed the receive WQE it took (trdma_rqe_take()
+ * set rx.req_has_rqe): a flush that came meanwhile left the RQ behind it,
+ * flushed now.  Any context.
+ */
+void trdma_rq_taken_done(struct trdma_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	WRITE_ONCE(qp->rx.req_has_rqe, false);
+	if (qp->state == IB_QPS_ERR)
+		trdma_rq_flush(qp);
+	spin_unlock_irqrestore(&qp->lock, flags);
+}
+
 static void trdma_qp_set_kflags(struct trdma_qp *qp, u32 kflags)
 {
 	WRITE_ONCE(qp->sq.ctrl->kflags, kflags);
@@ -208,6 +224,8 @@ static void trdma_qp_to_error(struct trdma_qp *qp)
 	trdma_rq_flush(qp);
 }
 
+static void trdma_qp_close(struct trdma_qp *qp);
+
 /*
  * The datagram transmitter is done with WQE idx, the next to transmit:
  * it retires in order, or, refused with status, ends the QP as an intake
@@ -216,6 +234,7 @@ static void trdma_qp_to_error(struct trdma_qp *qp)
 void trdma_sq_wqe_done(struct trdma_qp *qp, u32 idx, enum ib_wc_status st)
 {
 	unsigned long flags;
+	bool failed = false;
 
 	spin_lock_irqsave(&qp->lock, flags);
 	/* A RESET or ERR since has dealt with it. */
@@ -230,9 +249,13 @@ void trdma_sq_wqe_done(struct trdma_qp *qp, u32 idx, enum ib_wc_status st)
 		} else {
 			swi->status = st;
 			trdma_qp_to_error(qp);
+			failed = true;
 		}
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
+	/* trdma_qp_rx_stopped() from fatal_work, for an SRQ's QP. */
+	if (failed)
+		trdma_qp_close(qp);
 }
 
 struct trdma_qp *trdma_qp_get(struct trdma_dev *tdev, u32 qpn)
@@ -447,11 +470,12 @@ static void trdma_qp_peer_gone_work(struct work_struct *work)
 
 /*
  * The QP's connection is closed and its receive path idle (from
- * trdma_cm_detach_locked()).  A receive WQE taken for a message that never
- * finished is flushed, and in ERR the RQ behind it; then a QP on an SRQ
- * that is in ERR will never take another WQE from it:
- * IB_EVENT_QP_LAST_WQE_REACHED, once per error, so that its owner knows
- * when the QP's receive completions are all out.
+ * trdma_cm_detach_locked(); for a UD QP, from the move to ERR, and no
+ * datagram is being delivered once ud_rx_lock was free).  A receive WQE
+ * taken for a message that never finished is flushed, and in ERR the RQ
+ * behind it; then a QP on an SRQ that is in ERR will never take another
+ * WQE from it: IB_EVENT_QP_LAST_WQE_REACHED, once per error, so that its
+ * owner knows when the QP's receive completions are all out.
  * Under state_mutex.
  */
 void trdma_qp_rx_stopped(struct trdma_qp *qp)
@@ -465,6 +489,11 @@ void trdma_qp_rx_stopped(struct trdma_qp *qp)
 	bool last;
 
 	lockdep_assert_held(&qp->state_mutex);
+	/* No datagram is being delivered any more (seen in ERR: none will). */
+	if (trdma_qp_is_ud(qp)) {
+		spin_lock_irqsave(&qp->ud_rx_lock, flags);
+		spin_unlock_irqrestore(&qp->ud_rx_lock, flags);
+	}
 	/* A QP being reset drops what it took, without a completion. */
 	if (qp->state == IB_QPS_RESET)
 		qp->rx.req_has_rqe = false;
@@ -765,6 +794,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	spin_lock_init(&qp->lock);
 	spin_lock_init(&qp->txopt.lock);
 	mutex_init(&qp->tx_mutex);
+	spin_lock_init(&qp->ud_rx_lock);
 	INIT_LIST_HEAD(&qp->frag_node);
 	refcount_set(&qp->ref, 1);
 	init_completion(&qp->freed);
@@ -1067,6 +1097,58 @@ static void trdma_qp_reset(struct trdma_qp *qp)
 	WRITE_ONCE(qp->sq.ctrl->tx_active, 0);
 }
 
+/*
+ * The move from cur to next, queues and all.  An error since the move was
+ * checked (a corrupt ring, a failed datagram, a broken connection: ERR
+ * without state_mutex) ends that life: RESET and ERR may follow, any
+ * other move fails with -EINVAL.  Under state_mutex.
+ */
+static int trdma_qp_set_state(struct trdma_qp *qp, enum ib_qp_state cur,
+			      enum ib_qp_state next)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state != cur && next != IB_QPS_RESET && next != IB_QPS_ERR) {
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return -EINVAL;
+	}
+	if (cur != next) {
+		if (next == IB_QPS_ERR) {
+			trdma_qp_to_error(qp);
+		} else if (next == IB_QPS_RESET) {
+			trdma_qp_reset(qp);
+		} else if (next == IB_QPS_RTS) {
+			qp->tx_msn = qp->attr.sq_psn;
+			qp->rnr_left = qp->attr.rnr_retry;
+		}
+		qp->state = next;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return 0;
+}
+
+/*
+ * A UD QP changes state between two datagrams (ud_rx_lock), and is reset
+ * between two transmissions (tx_mutex): a WQE taken or sent before never
+ * completes into the QP's next life.  Under state_mutex.
+ */
+static int trdma_ud_set_state(struct trdma_qp *qp, enum ib_qp_state cur,
+			      enum ib_qp_state next)
+{
+	unsigned long flags;
+	int rv;
+
+	if (next == IB_QPS_RESET)
+		mutex_lock(&qp->tx_mutex);
+	spin_lock_irqsave(&qp->ud_rx_lock, flags);
+	rv = trdma_qp_set_state(qp, cur, next);
+	spin_unlock_irqrestore(&qp->ud_rx_lock, flags);
+	if (next == IB_QPS_RESET)
+		mutex_unlock(&qp->tx_mutex);
+	return rv;
+}
+
 int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		    struct ib_udata *udata)
 {
@@ -1105,22 +1187,19 @@ int trdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		trdma_cm_detach_locked(qp);
 	}
 
-	spin_lock_irqsave(&qp->lock, flags);
-	if (cur != next) {
-		if (next == IB_QPS_ERR) {
-			trdma_qp_to_error(qp);
-		} else if (next == IB_QPS_RESET) {
-			trdma_qp_reset(qp);
-		} else if (next == IB_QPS_RTS) {
-			qp->tx_msn = qp->attr.sq_psn;
-			qp->rnr_left = qp->attr.rnr_retry;
-		}
-		qp->state = next;
-	}
-	spin_unlock_irqrestore(&qp->lock, flags);
+	if (trdma_qp_is_ud(qp) && cur != next)
+		rv = trdma_ud_set_state(qp, cur, next);
+	else
+		rv = trdma_qp_set_state(qp, cur, next);
+	if (rv)
+		goto out;
 
-	if (trdma_qp_is_ud(qp))
+	if (trdma_qp_is_ud(qp)) {
+		/* On an SRQ: IB_EVENT_QP_LAST_WQE_REACHED. */
+		if (cur != next && next == IB_QPS_ERR)
+			trdma_qp_rx_stopped(qp);
 		goto kick;
+	}
 	if (cur != next && next == IB_QPS_RTR)
 		trdma_cm_qp_rtr(qp);
 	if (cur != next && next == IB_QPS_RTS)

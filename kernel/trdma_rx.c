@@ -261,13 +261,16 @@ static void trdma_rx_queue_ack(struct trdma_qp *qp, u8 syndrome, u32 msn,
 }
 
 /*
- * Takes the next receive WQE of the QP's RQ or SRQ into *out.  Returns false
- * when there is none.  Each slot is read once.  *taken (if not NULL) is set
- * under the RQ's lock, so that trdma_rq_flush() sees the WQE taken.  Any
- * context.
+ * Takes the next receive WQE of the QP's RQ or SRQ into *out.  Returns 1
+ * when it took one, 0 when there is none, and -EIO when the producer index
+ * claims more than the ring holds: then the QP is moved to ERR with
+ * IB_EVENT_QP_FATAL (as for a corrupt SQ), and a corrupt SRQ raises
+ * IB_EVENT_SRQ_ERR once; only the process that wrote the index suffers.
+ * Each slot is read once.  *taken (if not NULL) is set under the RQ's lock,
+ * so that trdma_rq_flush() sees the WQE taken.  Any context.
  */
-bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
-		    bool *taken)
+int trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
+		   bool *taken)
 {
 	struct trdma_slot_limits lim = {};
 	struct trdma_ring *ring;
@@ -276,7 +279,8 @@ bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
 	u32 *cons, prod, max_sge;
 	spinlock_t *lock;	/* the ring's: the QP's or the SRQ's */
 	struct trdma_srq *srq = NULL;
-	bool ok = false, limit = false;
+	bool limit = false, srq_err = false;
+	int rv = 0;
 
 	if (qp->ibqp.srq) {
 		srq = to_tsrq(qp->ibqp.srq);
@@ -292,10 +296,24 @@ bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
 	}
 
 	spin_lock_irqsave(lock, flags);
+	/*
+	 * A datagram that checked its QP's state before an error moved it to
+	 * ERR takes nothing: the RQ (under qp->lock) is flushed.
+	 */
+	if (trdma_qp_is_ud(qp) && !trdma_state_connected(READ_ONCE(qp->state)))
+		goto out;
 	/* Slots up to prod are written; pairs with the producer's release. */
 	prod = smp_load_acquire(&ring->ctrl->prod);
-	if (prod - *cons > ring->num_slots || prod == *cons)
+	if (prod == *cons)
 		goto out;
+	if (prod - *cons > ring->num_slots) {
+		rv = -EIO;
+		if (srq && !srq->corrupt) {
+			srq->corrupt = true;
+			srq_err = true;
+		}
+		goto out;
+	}
 	rqe = trdma_ring_slot(ring, *cons);
 	lim.slot_size = 1U << ring->slot_shift;
 	lim.max_sge = max_sge;
@@ -307,7 +325,7 @@ bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
 	smp_store_release(&ring->ctrl->cons, *cons);
 	if (taken)
 		WRITE_ONCE(*taken, true);
-	ok = true;
+	rv = 1;
 	if (srq && srq->limit && prod - *cons < srq->limit) {
 		srq->limit = 0;
 		limit = true;
@@ -315,21 +333,39 @@ bool trdma_rqe_take(struct trdma_qp *qp, struct trdma_rqe_copy *out,
 out:
 	spin_unlock_irqrestore(lock, flags);
 
-	if (limit && srq->ibsrq.event_handler) {
+	if ((limit || srq_err) && srq->ibsrq.event_handler) {
 		struct ib_event ev = {
 			.device = srq->ibsrq.device,
 			.element.srq = &srq->ibsrq,
-			.event = IB_EVENT_SRQ_LIMIT_REACHED,
+			.event = srq_err ? IB_EVENT_SRQ_ERR :
+					   IB_EVENT_SRQ_LIMIT_REACHED,
 		};
 
 		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
 	}
-	return ok;
+	if (rv < 0) {
+		ibdev_dbg(qp->ibqp.device, "QP %u: corrupt %s producer index\n",
+			  qp->ibqp.qp_num, srq ? "SRQ" : "RQ");
+		trdma_qp_error(qp, IB_EVENT_QP_FATAL, true);
+	}
+	return rv;
 }
 
-static bool trdma_rx_take_rqe(struct trdma_qp *qp)
+/*
+ * The receive WQE of a new inbound request: TRDMA_RX_RNR when there is
+ * none; a corrupt ring has taken the QP to ERR (TRDMA_RX_LOCAL: nothing
+ * more is read).
+ */
+static enum trdma_rx_err trdma_rx_take_rqe(struct trdma_qp *qp)
 {
-	return trdma_rqe_take(qp, &qp->rx.rqe, &qp->rx.req_has_rqe);
+	int rv = trdma_rqe_take(qp, &qp->rx.rqe, &qp->rx.req_has_rqe);
+
+	if (rv > 0)
+		return TRDMA_RX_OK;
+	if (!rv)
+		return TRDMA_RX_RNR;
+	qp->rx.dead = true;
+	return TRDMA_RX_LOCAL;
 }
 
 static void trdma_rx_complete_recv(struct trdma_qp *qp, enum ib_wc_status st,
@@ -658,6 +694,8 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 	}
 
 	if (trdma_op_is_send(op) || trdma_op_is_write(op)) {
+		enum trdma_rx_err e;
+
 		if (trdma_op_first(op)) {
 			if (rx->req_active || msn != rx->expected_msn)
 				return TRDMA_RX_PROTO;
@@ -668,8 +706,6 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 			rx->has_imm = false;
 			rx->has_inv = false;
 			if (trdma_op_is_write(op)) {
-				enum trdma_rx_err e;
-
 				rx->req_va = h->va;
 				rx->req_rkey = h->rkey;
 				rx->req_len = h->dma_len;
@@ -678,9 +714,9 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 				if (e)
 					return e;
 			} else if (!rx->req_has_rqe) {
-				if (!trdma_rx_take_rqe(qp))
-					return TRDMA_RX_RNR;
-				rx->req_has_rqe = true;
+				e = trdma_rx_take_rqe(qp);
+				if (e)
+					return e;
 			}
 		} else if (!rx->req_active || msn != rx->req_msn ||
 			   off != rx->req_placed ||
@@ -705,9 +741,9 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 			rx->has_imm = true;
 			/* WRITE with immediate consumes a receive WQE. */
 			if (trdma_op_is_write(op) && !rx->req_has_rqe) {
-				if (!trdma_rx_take_rqe(qp))
-					return TRDMA_RX_RNR;
-				rx->req_has_rqe = true;
+				e = trdma_rx_take_rqe(qp);
+				if (e)
+					return e;
 			}
 		}
 		return TRDMA_RX_OK;
@@ -889,7 +925,7 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 	return rv ? TRDMA_RX_ACCESS : TRDMA_RX_OK;
 }
 
-static void trdma_rx_refuse(struct trdma_qp *qp, enum trdma_rx_err e);
+static void trdma_rx_stop(struct trdma_qp *qp, enum trdma_rx_err e);
 
 /* The current segment is complete. */
 static void trdma_rx_seg_end(struct trdma_qp *qp)
@@ -912,7 +948,7 @@ static void trdma_rx_seg_end(struct trdma_qp *qp)
 		 * requester's remote access error.
 		 */
 		if (rx->has_inv && trdma_fr_inv(qp, rx->imm, true)) {
-			trdma_rx_refuse(qp, TRDMA_RX_ACCESS);
+			trdma_rx_stop(qp, TRDMA_RX_ACCESS);
 			return;
 		}
 		/*

@@ -361,7 +361,14 @@ static u32 trdma_ud_hdr_check(const struct trdma_bth *bth, u32 dlen)
 	return hlen;
 }
 
-/* Delivers a checked datagram to a UD QP; counts what it drops. */
+/*
+ * Delivers a checked datagram to a UD QP; counts what it drops.  Under
+ * ud_rx_lock from the state check to the completion: datagrams complete in
+ * the order they took their WQEs, none is in progress across a move of
+ * trdma_modify_qp(), and none once trdma_qp_rx_stopped() has seen the QP
+ * in ERR.  An error of another path takes the QP to ERR without this lock:
+ * trdma_rqe_take() checks the state again under the ring's lock.
+ */
 static void trdma_ud_deliver(struct trdma_qp *qp, struct sk_buff *skb,
 			     u32 off, const struct trdma_bth *bth,
 			     const struct trdma_deth *deth, __be32 imm,
@@ -378,19 +385,25 @@ static void trdma_ud_deliver(struct trdma_qp *qp, struct sk_buff *skb,
 		.qp_num = qp->ibqp.qp_num,
 		.src_qp = be32_to_cpu(deth->src_qpn) & TRDMA_MAX_QPN,
 	};
+	unsigned long flags;
 	int rv;
 
+	spin_lock_irqsave(&qp->ud_rx_lock, flags);
 	if (!trdma_state_connected(READ_ONCE(qp->state))) {
 		trdma_ud_drop(tdev, TRDMA_CNT_UD_RX_NO_QP);
-		return;
+		goto unlock;
 	}
 	if (be32_to_cpu(deth->qkey) != READ_ONCE(qp->attr.qkey)) {
 		trdma_ud_drop(tdev, TRDMA_CNT_UD_RX_QKEY);
-		return;
+		goto unlock;
 	}
-	if (!trdma_rqe_take(qp, &rqe, NULL)) {
-		trdma_ud_drop(tdev, TRDMA_CNT_UD_RX_NO_RQE);
-		return;
+	/* Taken: a flush meanwhile leaves the RQ behind it (below). */
+	rv = trdma_rqe_take(qp, &rqe, &qp->rx.req_has_rqe);
+	if (rv <= 0) {
+		/* A corrupt ring (rv < 0) took the QP to ERR. */
+		if (!rv)
+			trdma_ud_drop(tdev, TRDMA_CNT_UD_RX_NO_RQE);
+		goto unlock;
 	}
 	cqe.wr_id = rqe.wr_id;
 	for (i = 0; i < rqe.num_sge; i++)
@@ -422,6 +435,9 @@ static void trdma_ud_deliver(struct trdma_qp *qp, struct sk_buff *skb,
 complete:
 	trdma_cq_post(to_tcq(qp->ibqp.recv_cq), &cqe,
 		      bth->flags & TRDMA_BTH_SE);
+	trdma_rq_taken_done(qp);
+unlock:
+	spin_unlock_irqrestore(&qp->ud_rx_lock, flags);
 }
 
 /*

@@ -1286,10 +1286,11 @@ std::vector<uint8_t> Cat(std::vector<uint8_t> a,
   return a;
 }
 
-// The SQ ring of a QP, found among this process's uverbs mappings by the
-// wr_ids w0 and w0 + 1 of two WQEs just posted to it: their slots are one
-// WQE apart (a CQ ring holding their completions has 32-byte slots).
-bool FindSqRing(uint64_t w0, char **base, size_t *size) {
+// The SQ or RQ ring of a QP, or an SRQ's, found among this process's
+// uverbs mappings by the wr_ids w0 and w0 + 1 of two WQEs just posted to
+// it: their slots are one WQE apart, 64 bytes or more (a CQ ring holding
+// their completions has 32-byte slots).
+bool FindRing(uint64_t w0, char **base, size_t *size) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
@@ -1462,7 +1463,7 @@ TEST_F(HostileTest, DoorbellAbuse) {
   }
   char *ring;
   size_t ring_size;
-  ASSERT_TRUE(FindSqRing(kW2, &ring, &ring_size)) << "s2's SQ ring";
+  ASSERT_TRUE(FindRing(kW2, &ring, &ring_size)) << "s2's SQ ring";
   auto *ctrl = reinterpret_cast<uint32_t *>(ring);
 
   std::atomic<bool> stop_bells{false}, stop_poll{false};
@@ -1644,6 +1645,88 @@ TEST_F(HostileTest, DoorbellAbuse) {
   }
   e1.reset();
   e2.reset();
+  ExpectFixtureWorks();
+}
+
+// A receive ring (a QP's RQ, then an SRQ) whose producer index claims more
+// than the ring holds: the first SEND that needs a receive WQE finds it so.
+// The receiving QP goes to ERR with IBV_EVENT_QP_FATAL (after
+// IBV_EVENT_SRQ_ERR for the SRQ) and qp_fatal counts it; the SEND is not
+// acknowledged but ends in error, once; no RNR NAK answers it; the
+// fixture's QPs go on.  (Before, the kernel took such a ring for an empty
+// one and answered RNR.)
+TEST_F(HostileTest, CorruptReceiveRingFailsOnlyItsQp) {
+  for (bool use_srq : {false, true}) {
+    SCOPED_TRACE(use_srq ? "SRQ" : "RQ");
+    CqPtr cq(ibv_create_cq(ctx_.get(), 64, nullptr, nullptr, 0));
+    ASSERT_TRUE(cq);
+    ibv_srq *srq = nullptr;
+    if (use_srq) {
+      ibv_srq_init_attr sa = {};
+      sa.attr = {16, 4, 0};
+      srq = ibv_create_srq(pd_, &sa);
+      ASSERT_NE(srq, nullptr);
+    }
+    ibv_qp_init_attr ia = {};
+    ia.send_cq = cq.get();
+    ia.recv_cq = cq.get();
+    ia.srq = srq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap = {8, use_srq ? 0u : 16u, 1, 4, 0};
+    QpPtr y(ibv_create_qp(pd_, &ia)), x(NewQp(cq.get()));
+    ASSERT_TRUE(x && y);
+    ASSERT_EQ(Connect(x.get(), y.get()), 0);
+    ASSERT_EQ(Connect(y.get(), x.get()), 0);
+
+    const uint64_t kR = use_srq ? 0x5400000000ull : 0x5300000000ull;
+    for (uint64_t id : {kR, kR + 1}) {
+      ibv_sge sge = {reinterpret_cast<uintptr_t>(b_.buf.data()), 64,
+                     b_.mr->lkey};
+      ibv_recv_wr wr = {}, *bad;
+      wr.wr_id = id;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      ASSERT_EQ(srq ? ibv_post_srq_recv(srq, &wr, &bad)
+                    : ibv_post_recv(y.get(), &wr, &bad),
+                0);
+    }
+    char *ring;
+    size_t ring_size;
+    ASSERT_TRUE(FindRing(kR, &ring, &ring_size)) << "the receive ring";
+    auto *prod = reinterpret_cast<uint32_t *>(ring);
+    __atomic_store_n(prod, __atomic_load_n(prod, __ATOMIC_RELAXED) + 0x10000,
+                     __ATOMIC_RELEASE);
+
+    const long fatal0 = Counter("qp_fatal"), rnr0 = Counter("rnr_naks_sent");
+    ibv_sge ss = {reinterpret_cast<uintptr_t>(a_.buf.data()), 64,
+                  a_.mr->lkey};
+    ibv_send_wr swr = {}, *sbad;
+    swr.wr_id = 9;
+    swr.opcode = IBV_WR_SEND;
+    swr.sg_list = &ss;
+    swr.num_sge = 1;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(ibv_post_send(x.get(), &swr, &sbad), 0);
+    if (srq) {
+      EXPECT_TRUE(WaitAsyncEventOf(ctx_.get(), IBV_EVENT_SRQ_ERR, srq, 5000));
+    }
+    EXPECT_TRUE(
+        WaitAsyncEventOf(ctx_.get(), IBV_EVENT_QP_FATAL, y.get(), 5000));
+    EXPECT_EQ(QpState(y.get()), IBV_QPS_ERR);
+    // The sender may go fatal too, once its peer is gone.
+    EXPECT_GE(Counter("qp_fatal"), fatal0 + 1);
+    const ibv_wc wc = Wait(cq.get());
+    EXPECT_EQ(wc.wr_id, 9u);
+    EXPECT_NE(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(Counter("rnr_naks_sent"), rnr0);
+    ibv_wc more;
+    EXPECT_EQ(ibv_poll_cq(cq.get(), 1, &more), 0);
+    y.reset();
+    x.reset();
+    if (srq) {
+      EXPECT_EQ(ibv_destroy_srq(srq), 0);
+    }
+  }
   ExpectFixtureWorks();
 }
 

@@ -101,6 +101,11 @@ Context OpenDevice(const std::string &name) {
 }
 
 bool WaitAsyncEvent(ibv_context *ctx, ibv_event_type type, int timeout_ms) {
+  return WaitAsyncEventOf(ctx, type, nullptr, timeout_ms);
+}
+
+bool WaitAsyncEventOf(ibv_context *ctx, ibv_event_type type,
+                      const void *element, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   int fl = fcntl(ctx->async_fd, F_GETFL);
   fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
@@ -113,8 +118,11 @@ bool WaitAsyncEvent(ibv_context *ctx, ibv_event_type type, int timeout_ms) {
     ibv_async_event ev;
     if (ibv_get_async_event(ctx, &ev)) continue;
     ibv_event_type got = ev.event_type;
+    // The element is a union of pointers (QP, CQ, SRQ, WQ) for all but
+    // port events.
+    const void *of = ev.element.qp;
     ibv_ack_async_event(&ev);
-    if (got == type) return true;
+    if (got == type && (!element || of == element)) return true;
   }
 }
 

@@ -225,5 +225,8 @@ Context OpenDevice(const std::string &name);
 // Waits up to timeout_ms for an async event of the given type; other events
 // are acknowledged and skipped.  Returns true when it arrived.
 bool WaitAsyncEvent(ibv_context *ctx, ibv_event_type type, int timeout_ms);
+// The same, for the event of one QP, CQ or SRQ (element).
+bool WaitAsyncEventOf(ibv_context *ctx, ibv_event_type type,
+                      const void *element, int timeout_ms);
 
 }  // namespace trdma_lab

@@ -528,13 +528,17 @@ class UdTest : public VerbsTest {
     if (ah_) ibv_destroy_ah(ah_);
     VerbsTest::TearDown();
   }
-  ibv_qp *UdQp(uint32_t qkey = kQkey) {
+  // A UD QP in RTS with both queues' completions on cq (cq_ if none),
+  // taking its receive WQEs from srq if given.
+  ibv_qp *UdQp(uint32_t qkey = kQkey, ibv_cq *cq = nullptr,
+               ibv_srq *srq = nullptr, ibv_qp_cap cap = {16, 16, 1, 1, 0}) {
     ibv_qp_init_attr ia = {};
-    ia.send_cq = cq_;
-    ia.recv_cq = cq_;
+    ia.send_cq = cq ? cq : cq_;
+    ia.recv_cq = cq ? cq : cq_;
+    ia.srq = srq;
     ia.qp_type = IBV_QPT_UD;
     ia.sq_sig_all = 1;
-    ia.cap = {16, 16, 1, 1, 0};
+    ia.cap = cap;
     ibv_qp *qp = ibv_create_qp(pd_, &ia);
     if (!qp) return nullptr;
     qps_.push_back(qp);
@@ -739,6 +743,122 @@ TEST_F(UdTest, UnknownQpnIsCountedAndRdmaOpsAreRefused) {
   wr.wr.ud.ah = ah_;
   EXPECT_EQ(ibv_post_send(a, &wr, &bad), EINVAL);
   EXPECT_EQ(bad, &wr);
+}
+
+// A UD QP on an SRQ moved to ERR takes no more WQEs from it and says so:
+// IBV_EVENT_QP_LAST_WQE_REACHED, once; a datagram sent to it then is
+// dropped and the SRQ keeps its WQEs for the other QPs.
+TEST_F(UdTest, OnAnSrqErrRaisesLastWqeReached) {
+  ibv_srq_init_attr sa = {};
+  sa.attr = {16, 1, 0};
+  ibv_srq *srq = ibv_create_srq(pd_, &sa);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  ibv_qp *a = UdQp(), *b = UdQp(kQkey, nullptr, srq, {16, 0, 1, 0, 0});
+  ibv_qp *c = UdQp(kQkey, nullptr, srq, {16, 0, 1, 0, 0});
+  ASSERT_TRUE(a && b && c) << strerror(errno);
+  for (uint64_t id : {10, 11}) {
+    ibv_sge sge = {Addr(B() + (id - 10) * 256), 40 + 64, mr_->lkey};
+    ibv_recv_wr wr = {}, *bad;
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+  }
+  ASSERT_EQ(Send(a, 4096, 64, b->qp_num, kQkey, 1), 0);
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 2; i++) {
+    ibv_wc wc = Poll();
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    ids.insert(wc.wr_id);
+  }
+  EXPECT_EQ(ids, (std::set<uint64_t>{1, 10}));
+
+  ibv_qp_attr at = {};
+  at.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(b, &at, IBV_QP_STATE), 0);
+  EXPECT_TRUE(
+      WaitAsyncEventOf(ctx_.get(), IBV_EVENT_QP_LAST_WQE_REACHED, b, 5000));
+  EXPECT_FALSE(WaitAsyncEvent(ctx_.get(), IBV_EVENT_QP_LAST_WQE_REACHED, 300))
+      << "raised twice";
+  const long dropped = Counter("ud_rx_no_qp");
+  ASSERT_EQ(Send(a, 4096, 64, b->qp_num, kQkey, 2), 0);
+  ibv_wc wc = Poll();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 2u);
+  for (int i = 0; i < 50 && Counter("ud_rx_no_qp") == dropped; i++)
+    usleep(10000);
+  EXPECT_EQ(Counter("ud_rx_no_qp"), dropped + 1);
+  EXPECT_EQ(Poll(300).status, static_cast<ibv_wc_status>(-1))
+      << "the QP in ERR took a WQE";
+  // The SRQ's last WQE went to c.
+  ASSERT_EQ(Send(a, 4096, 64, c->qp_num, kQkey, 3), 0);
+  ids.clear();
+  for (int i = 0; i < 2; i++) {
+    wc = Poll();
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    ids.insert(wc.wr_id);
+  }
+  EXPECT_EQ(ids, (std::set<uint64_t>{3, 11}));
+  for (ibv_qp *q : qps_) ibv_destroy_qp(q);
+  qps_.clear();
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// Datagrams for one UD QP sent from two CPUs at once (over loopback each
+// is delivered on its sender's CPU): the receive completions come in the
+// order of the receive queue, with every one a success.
+TEST_F(UdTest, DatagramsFromTwoCpusCompleteInRqOrder) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one CPU";
+  constexpr int kRecv = 1024, kEach = 400;
+  ibv_cq *rcq = ibv_create_cq(ctx_.get(), 2 * kRecv, nullptr, nullptr, 0);
+  ASSERT_NE(rcq, nullptr);
+  ibv_cq *scq[2] = {ibv_create_cq(ctx_.get(), 64, nullptr, nullptr, 0),
+                    ibv_create_cq(ctx_.get(), 64, nullptr, nullptr, 0)};
+  ASSERT_TRUE(scq[0] && scq[1]);
+  ibv_qp *b = UdQp(kQkey, rcq, nullptr, {16, kRecv, 1, 1, 0});
+  ibv_qp *s[2] = {UdQp(kQkey, scq[0]), UdQp(kQkey, scq[1])};
+  ASSERT_TRUE(b && s[0] && s[1]) << strerror(errno);
+  for (int i = 0; i < kRecv; i++) Recv(b, (i % 256) * 128, 40 + 64, i);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 2; t++)
+    senders.emplace_back([&, t] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(t, &set);
+      sched_setaffinity(0, sizeof(set), &set);
+      ready++;
+      while (ready < 2) {
+      }
+      int posted = 0, done = 0;
+      while (done < kEach) {
+        if (posted < kEach && posted - done < 8 &&
+            Send(s[t], 32768 + t * 4096, 64, b->qp_num, kQkey, posted) == 0)
+          posted++;
+        ibv_wc wc;
+        if (ibv_poll_cq(scq[t], 1, &wc) == 1) done++;
+      }
+    });
+  for (auto &th : senders) th.join();
+  std::vector<ibv_wc> got;
+  for (auto t0 = Clock::now(); Ms(t0) < 2000;) {
+    ibv_wc wc[32];
+    int n = ibv_poll_cq(rcq, 32, wc);
+    got.insert(got.end(), wc, wc + std::max(n, 0));
+    if (n <= 0) usleep(1000);
+  }
+  ASSERT_GT(got.size(), 0u);
+  int out_of_order = 0, failed = 0;
+  for (size_t i = 0; i < got.size(); i++) {
+    failed += got[i].status != IBV_WC_SUCCESS;
+    out_of_order += got[i].wr_id != i;
+  }
+  std::cout << got.size() << " of " << 2 * kEach << " datagrams arrived\n";
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(out_of_order, 0) << "receive completions out of RQ order";
+  for (ibv_qp *q : qps_) ibv_destroy_qp(q);
+  qps_.clear();
+  for (ibv_cq *c : {rcq, scq[0], scq[1]}) EXPECT_EQ(ibv_destroy_cq(c), 0);
 }
 
 TEST_F(VerbsTest, StateMachineAndQueryQp) {
