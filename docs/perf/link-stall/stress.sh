@@ -1,7 +1,7 @@
 #!/bin/bash
 # Stresses the two-guest lab link (stress-guest.sh in both guests) and, the
 # moment a guest's console shows the virtio-net transmit watchdog, asks both
-# qemus for their virtio-net queues over QMP (virtio-queues.py), twice, 3 s
+# qemus for their virtio-net queues over QMP (tools/lab/virtio-queues.py), twice, 3 s
 # apart: whether qemu stopped taking the transmit ring (last-avail-idx
 # behind shadow-avail-idx) or the guest stopped reaping it (used-idx caught
 # up).  From the repository root, with a build:
@@ -20,7 +20,7 @@ while kill -0 "$vp" 2>/dev/null; do
 		for pass in 1 2; do
 			for h in 1 2; do
 				echo "== h$h, pass $pass"
-				timeout 10 python3 docs/perf/link-stall/virtio-queues.py "$d/h$h/qmp.sock"
+				timeout 20 tools/lab/virtio-queues.py "$d/h$h/qmp.sock"
 			done
 			sleep 3
 		done >"$out/qmp.log" 2>&1
