@@ -12,7 +12,10 @@ used ring's flags, index and avail_event.  Whether a stalled transmit
 ring is qemu's or the guest's: the guest's available index ahead of
 qemu's last-avail-idx means qemu has not taken buffers it was given; all
 of them equal to used-idx means qemu took and completed everything and
-the guest has not reaped it.
+the guest has not reaped it.  Without event_idx (tools/vm's link) the
+two sides ask for notifications through the flags (the available ring's
+NO_INTERRUPT, 0x1, the used ring's NO_NOTIFY, 0x1); used_event and
+avail_event are then left stale.
 
 --bounce then sets the link down and up again (set_link), as a guest's
 "ip link set down/up" would, and prints the queues again 5 s later.
@@ -44,20 +47,25 @@ def show(cmd):
         for q in (0, 1):
             st = cmd("x-query-virtio-queue-status", path=path,
                      queue=q)["return"]
-            num, avail, used = (st["vring-num"], st["vring-avail"],
-                                st["vring-used"])
-            a_flags, a_idx = words(hmp, avail, 2)
-            used_event = words(hmp, avail + 4 + 2 * num, 1)[0]
-            u_flags, u_idx = words(hmp, used, 2)
-            avail_event = words(hmp, used + 4 + 8 * num, 1)[0]
             print("queue %d (%s): qemu last-avail-idx %d shadow-avail-idx "
-                  "%d used-idx %d inuse %d signalled-used %d; guest avail "
-                  "idx %d flags %#x used_event %d; used idx %d flags %#x "
-                  "avail_event %d" %
+                  "%d used-idx %d inuse %d signalled-used %d" %
                   (q, "transmit" if q else "receive", st["last-avail-idx"],
                    st["shadow-avail-idx"], st["used-idx"], st["inuse"],
-                   st["signalled-used"], a_idx, a_flags, used_event, u_idx,
-                   u_flags, avail_event))
+                   st["signalled-used"]), flush=True)
+            num, avail, used = (st["vring-num"], st["vring-avail"],
+                                st["vring-used"])
+            try:
+                a_flags, a_idx = words(hmp, avail, 2)
+                used_event = words(hmp, avail + 4 + 2 * num, 1)[0]
+                u_flags, u_idx = words(hmp, used, 2)
+                avail_event = words(hmp, used + 4 + 8 * num, 1)[0]
+            except (ValueError, IndexError, KeyError) as e:
+                print("  ring words not read: %r" % e, flush=True)
+                continue
+            print("  in guest memory: avail idx %d flags %#x used_event %d; "
+                  "used idx %d flags %#x avail_event %d" %
+                  (a_idx, a_flags, used_event, u_idx, u_flags, avail_event),
+                  flush=True)
     return hmp
 
 
