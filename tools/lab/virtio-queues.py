@@ -35,11 +35,7 @@ def words(hmp, addr, count):
     return [int(w, 16) for w in out.split(":", 1)[1].split()]
 
 
-def show(cmd):
-    def hmp(line):
-        return cmd("human-monitor-command",
-                   **{"command-line": line})["return"].strip()
-
+def show(cmd, hmp):
     for dev in cmd("x-query-virtio")["return"]:
         if dev.get("name") != "virtio-net":
             continue
@@ -66,14 +62,18 @@ def show(cmd):
                   "used idx %d flags %#x avail_event %d" %
                   (a_idx, a_flags, used_event, u_idx, u_flags, avail_event),
                   flush=True)
-    return hmp
 
 
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: virtio-queues.py QMP_SOCKET [--bounce]")
     cmd = connect(sys.argv[1])
-    hmp = show(cmd)
+
+    def hmp(line):
+        return cmd("human-monitor-command",
+                   **{"command-line": line})["return"].strip()
+
+    show(cmd, hmp)
     print(hmp("info network"))
     if "--bounce" in sys.argv[2:]:
         hmp("set_link lab off")
@@ -81,7 +81,7 @@ def main():
         hmp("set_link lab on")
         print("set_link lab off, then on")
         time.sleep(5)
-        show(cmd)
+        show(cmd, hmp)
 
 
 if __name__ == "__main__":
