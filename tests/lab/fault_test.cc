@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -2259,6 +2260,35 @@ long MeminfoKb(const char *field) {
   return atol(p);
 }
 
+// Reclaim's counters from /proc/vmstat, to tell apart how a squeeze went:
+// refaults and major faults (the working set read back in, here over 9p),
+// pages scanned and stolen, direct reclaim and compaction.
+std::map<std::string, long> ReclaimCounters() {
+  static const char *const kNames[] = {
+      "pgmajfault",       "workingset_refault_file", "workingset_refault_anon",
+      "pgscan_kswapd",    "pgscan_direct",           "pgsteal_kswapd",
+      "pgsteal_direct",   "allocstall_normal",       "allocstall_movable",
+      "compact_stall",    "compact_migrate_scanned", "thp_collapse_alloc"};
+  std::map<std::string, long> m;
+  std::ifstream in("/proc/vmstat");
+  std::string k;
+  long v;
+  while (in >> k >> v)
+    for (const char *n : kNames)
+      if (k == n) m[k] = v;
+  return m;
+}
+
+// "name delta ..." of the counters that moved between two ReclaimCounters().
+std::string ReclaimDelta(const std::map<std::string, long> &a,
+                         const std::map<std::string, long> &b) {
+  std::string s;
+  for (const auto &[k, v] : b)
+    if (a.count(k) && v != a.at(k))
+      s += " " + k + " " + std::to_string(v - a.at(k));
+  return s.empty() ? " none moved" : s;
+}
+
 bool SetOomScoreAdj(int v) {
   int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -2342,6 +2372,11 @@ TEST_F(FaultTest, TrafficUnderMemoryPressure) {
   eng.RunFor(4000);
   const double clean_mb_s = (eng.stats().bytes - b0) / (Ms(t0) / 1e3) / 1e6;
 
+  const auto vm0 = ReclaimCounters();
+  const std::string mem0 =
+      "MemFree " + std::to_string(MeminfoKb("MemFree") / 1024) +
+      " MiB, Cached " + std::to_string(MeminfoKb("Cached") / 1024) +
+      " MiB (Shmem " + std::to_string(MeminfoKb("Shmem") / 1024) + " MiB)";
   pid_t hog = MemoryHog(floor_kb);
   ASSERT_GT(hog, 0);
   struct Killer {
@@ -2352,13 +2387,18 @@ TEST_F(FaultTest, TrafficUnderMemoryPressure) {
     }
   } killer{hog};
   // Traffic goes on while the hog takes the memory.
+  const uint64_t sq0 = eng.stats().bytes;
   t0 = Clock::now();
   eng.RunUntil([&] { return MeminfoKb("MemAvailable") < floor_kb + (16 << 10); },
                60000);
   const long squeeze_ms = Ms(t0);
   const long hog_kb = MeminfoKb("MemAvailable");
   ASSERT_LT(hog_kb, floor_kb + (16 << 10))
-      << "the hog did not get MemAvailable down in 60 s";
+      << "the hog did not get MemAvailable down in 60 s (at " << hog_kb / 1024
+      << " MiB, floor " << floor_kb / 1024 << " MiB, "
+      << (eng.stats().bytes - sq0) / 1e6 << " MB verified meanwhile; "
+      << mem0 << " before); "
+      << "/proc/vmstat moved:" << ReclaimDelta(vm0, ReclaimCounters());
   // Squeezed: 10 s, MemAvailable sampled as it goes.
   long lo = hog_kb, hi = hog_kb;
   b0 = eng.stats().bytes;
@@ -2376,16 +2416,20 @@ TEST_F(FaultTest, TrafficUnderMemoryPressure) {
   }
   const double tight_mb_s = (eng.stats().bytes - b0) / (Ms(t0) / 1e3) / 1e6;
   const uint64_t tight_wrs = eng.stats().success - s0;
+  const auto vm1 = ReclaimCounters();
   EXPECT_FALSE(Reap(hog).has_value()) << "the hog died (OOM-killed?)";
   ASSERT_TRUE(eng.Finish(30000));
   eng.CheckAtomicCounters();
   std::cout << "memory: MemTotal " << total / 1024 << " MiB, MemAvailable "
-            << avail0 / 1024 << " MiB before; the hog got it to "
+            << avail0 / 1024 << " MiB before (" << mem0
+            << " as the hog started); the hog got it to "
             << hog_kb / 1024 << " MiB in " << squeeze_ms
             << " ms, held it at " << lo / 1024 << "-" << hi / 1024
             << " MiB for 10 s (floor " << floor_kb / 1024 << " MiB)\n"
             << "memory: " << clean_mb_s << " MB/s verified unsqueezed, "
             << tight_mb_s << " MB/s squeezed (" << tight_wrs << " WRs)\n"
+            << "memory: /proc/vmstat over squeeze and squeezed:"
+            << ReclaimDelta(vm0, vm1) << "\n"
             << eng.Summary() << "\n";
   EXPECT_GT(tight_wrs, 0u) << "no traffic under memory pressure";
   eng.ExpectNoFailure();
