@@ -138,7 +138,12 @@ std::string StuckReport() {
       "grep MemAvailable /proc/meminfo; rdma statistic show link " +
       DevName() +
       "/1 | tr ' ' '\\n' | paste - - | "
-      "grep -E 'connect|refused|fatal' | tr '\\n' ' '; echo; "
+      "grep -E 'connect|refused|fatal|rnr|odp' | tr '\\n' ' '; echo; "
+      // trdma's busy workers: running (no stack to read) or waiting where.
+      "for p in $(pgrep kworker); do c=$(cat /proc/$p/comm); "
+      "s=$(cut -d' ' -f3 /proc/$p/stat); case $s$c in I*) ;; "
+      "*trdma*) echo \"$p $c $s\"; grep -v -e ret_from_fork -e kthread "
+      "/proc/$p/stack;; esac; done 2>/dev/null; "
       "dmesg | grep trdma | tail -n 5");
 }
 

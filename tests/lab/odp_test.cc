@@ -27,12 +27,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <new>
 #include <string>
@@ -255,10 +257,17 @@ TEST_F(OdpTest, DeviceReportsRcOdp) {
 // faults the pages in (RNR meanwhile) and every byte lands.
 TEST_F(OdpTest, WriteIntoUntouchedMemory) {
   long faults = Counter("odp_rx_faults");
+  long naks_sent = Counter("rnr_naks_sent");
+  long retries = Counter("rnr_retries");
   const uint32_t len = 3 << 20;
   ASSERT_EQ(WriteOdp(1, 4096 + 100, len, 11), IBV_WC_SUCCESS);
   EXPECT_TRUE(IsPattern(odp_ + 4096 + 100, len, 11));
   EXPECT_GT(Counter("odp_rx_faults"), faults);
+  // The responder's RNR NAKs, after each of which the requester went back
+  // once (both QPs are trdma0's).
+  naks_sent = Counter("rnr_naks_sent") - naks_sent;
+  EXPECT_GT(naks_sent, 0);
+  EXPECT_EQ(Counter("rnr_retries") - retries, naks_sent);
   // Untouched around it: still zero.
   for (size_t i = 0; i < 4096 + 100; i++) ASSERT_EQ(odp_[i], 0) << i;
 }
@@ -808,6 +817,36 @@ TEST_F(OdpTest, DontneedRacesWrites) {
   EXPECT_EQ(ok, 200);
   ASSERT_EQ(WriteOdp(1000, 0, len, 62), IBV_WC_SUCCESS);
   EXPECT_TRUE(IsPattern(odp_, len, 62));
+}
+
+// Invalidations of other pages of the MR while WRITEs fault theirs in: the
+// kernel's invalidations come for the MR's whole range (its interval
+// notifier), so each one makes a fault anywhere in the MR start over, and
+// holds every write into the MR off while it runs.  A thread takes the
+// last 64 KiB away every millisecond (as malloc returning memory, or the
+// kernel compacting or collapsing pages, would); each WRITE goes to pages
+// the test took away just before, so every one faults.  Each completes, in
+// its 10 s, and its bytes land.
+TEST_F(OdpTest, WritesFaultWhileOtherPagesAreInvalidated) {
+  const uint32_t len = 256 << 10;
+  Dropper other(odp_ + kOdpLen - (64 << 10), 64 << 10,
+                std::chrono::milliseconds(1));
+  long faults = Counter("odp_rx_faults");
+  auto t0 = std::chrono::steady_clock::now();
+  long worst = 0;
+  for (int i = 0; i < 60; i++) {
+    const size_t off = (i % 12) * size_t{len};
+    ASSERT_EQ(madvise(odp_ + off, len, MADV_DONTNEED), 0);
+    auto t = std::chrono::steady_clock::now();
+    ASSERT_EQ(WriteOdp(i, off, len, 700 + i), IBV_WC_SUCCESS) << "WRITE " << i;
+    worst = std::max(worst, MsSince(t));
+    ASSERT_TRUE(IsPattern(odp_ + off, len, 700 + i)) << "WRITE " << i;
+  }
+  EXPECT_GT(Counter("odp_rx_faults"), faults);
+  std::cout << "60 WRITEs of 256 KiB into pages just taken away, other pages "
+            << "invalidated every 1 ms (" << other.Drops() << " times): "
+            << MsSince(t0) << " ms, the slowest " << worst << " ms, "
+            << Counter("odp_rx_faults") - faults << " faults\n";
 }
 
 // munmap and mmap of the region racing WRITEs into it: each WRITE
