@@ -575,8 +575,14 @@ struct trdma_rx_state {
 	 */
 	bool uc_drop;
 	u32 uc_drop_msn;
-	/* Discarding requests until the peer resends this MSN (RNR). */
+	/*
+	 * Discarding requests until the peer resends this MSN (RNR).
+	 * odp_rnr: the last RNR NAK, for rnr_msn, was for an ODP or dma-buf
+	 * page not present; where that request's resend misses a page again,
+	 * the stream stalls there instead (see stalled below).
+	 */
 	bool rnr_wait;
+	bool odp_rnr;
 	u32 rnr_msn;
 	bool discard;		/* skip the current segment's payload */
 	u32 expected_msn;	/* next request MSN from the peer */
@@ -591,7 +597,8 @@ struct trdma_rx_state {
 	bool dead;		/* stream refused: read no more */
 	/*
 	 * A READ response or atomic ACK met its local ODP or dma-buf memory
-	 * not present (trdma_rx.c): the actor takes nothing more (stalled)
+	 * not present, or a request's resend its target's (odp_rnr), in
+	 * trdma_rx.c: the actor takes nothing more (stalled)
 	 * until qp->rx_stall_work, in process context, drains the socket
 	 * again with may_sleep (it faults or maps there); hdr_redo: the
 	 * header in hdr, all of it taken in already, is handled again then.

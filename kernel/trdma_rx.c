@@ -857,6 +857,26 @@ static enum trdma_rx_err trdma_rx_header(struct trdma_qp *qp)
 	}
 }
 
+/*
+ * A SEND's or WRITE's payload met a page of its target not present (ODP;
+ * a dma-buf not mapped).  The first time, RNR: the request is NAKed and
+ * dropped, the fault work brings the pages in meanwhile, and the requester
+ * sends it again from its start.  Where its resend misses a page again
+ * (the process, or the kernel compacting, took pages away in between, as
+ * often as the RNR round trip), NAKing again could go on for ever: the
+ * stream stalls at these bytes instead, and rx_stall_work places them in
+ * process context, faulting each page in and holding it while it copies.
+ */
+static enum trdma_rx_err trdma_rx_not_present(struct trdma_qp *qp)
+{
+	struct trdma_rx_state *rx = &qp->rx;
+
+	/* UC drops what it cannot place, and nobody sends it again. */
+	if (rx->odp_rnr && rx->rnr_msn == rx->seg.msn && !trdma_qp_is_uc(qp))
+		return TRDMA_RX_STALL;
+	return TRDMA_RX_RNR;	/* sent again when faulted in */
+}
+
 /* n payload bytes of the current segment at skb offset off. */
 static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 					  struct sk_buff *skb, u32 off, u32 n)
@@ -874,7 +894,7 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 		if (rv == -EMSGSIZE)
 			return TRDMA_RX_INVAL;
 		if (rv == -EAGAIN)
-			return TRDMA_RX_RNR;	/* ODP: sent again when faulted in */
+			return trdma_rx_not_present(qp);
 		/*
 		 * The receive WQE's own buffers refused it (an lkey not of
 		 * this PD, no local write, out of range): the responder's
@@ -889,7 +909,7 @@ static enum trdma_rx_err trdma_rx_payload(struct trdma_qp *qp,
 				     rx->req_va + rx->req_placed,
 				     IB_ACCESS_REMOTE_WRITE, skb, off, n);
 		if (rv == -EAGAIN)
-			return TRDMA_RX_RNR;	/* ODP: sent again when faulted in */
+			return trdma_rx_not_present(qp);
 		rx->req_placed += n;
 	} else if (op == TRDMA_OP_ATOMIC_WRITE) {
 		/* 8 bytes (trdma_wire_parse), maybe in pieces. */
@@ -1155,6 +1175,7 @@ static enum trdma_rx_err trdma_rx_hdr_done(struct trdma_qp *qp)
 	if (e == TRDMA_RX_RNR) {
 		/* Not fatal: the stream goes on. */
 		trdma_rx_refuse(qp, e);
+		rx->odp_rnr = false;
 		return TRDMA_RX_OK;
 	}
 	return e;
@@ -1296,6 +1317,7 @@ static int trdma_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			} else if (e == TRDMA_RX_RNR) {
 				/* An ODP page: the rest of it is dropped. */
 				trdma_rx_refuse(qp, e);
+				rx->odp_rnr = true;
 				e = TRDMA_RX_OK;
 			}
 			if (e)

@@ -55,9 +55,12 @@ constexpr int kOdpAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 // How often the DontneedRaces tests take the pages away.  A page the
 // receive path misses costs an RNR round trip (the requester resends the
 // message from its start after the RNR timer, the fault work runs
-// meanwhile); pages taken away much more often than that round trip, which
-// a loaded TCG guest stretches to milliseconds, leave a WRITE little chance
-// to find all of them in (seen with 300 us: a WRITE not done in 10 s).
+// meanwhile); where the resend misses a page again, the receive path
+// stalls and places it in process context (docs/architecture.md).  Before
+// that stall, pages taken away much more often than the round trip, which
+// a loaded TCG guest stretches to milliseconds, left a WRITE little chance
+// to find all of them in (seen with 300 us: a WRITE not done in 10 s; with
+// 5 ms, once in a full run).
 constexpr auto kDontneedEvery = std::chrono::milliseconds(5);
 
 // Shared anonymous memory, not touched: MADV_DONTNEED there takes the pages
