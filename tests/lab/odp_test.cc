@@ -805,6 +805,7 @@ TEST_F(OdpTest, DontneedRacesWrites) {
   });
   const uint32_t len = 64 << 10;
   Pattern(a_.buf.data(), len, 61);
+  const long stalls = Counter("rx_fault_stalls");
   int ok = 0;
   for (int i = 0; i < 200; i++) {
     ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, Sges(a_, 0, len, 1),
@@ -818,6 +819,9 @@ TEST_F(OdpTest, DontneedRacesWrites) {
   stop = true;
   t.join();
   EXPECT_EQ(ok, 200);
+  // Resends that missed a page again were placed through the stall (one
+  // per WRITE in the lab, 2026-12-07), not NAKed again.
+  EXPECT_GT(Counter("rx_fault_stalls"), stalls);
   ASSERT_EQ(WriteOdp(1000, 0, len, 62), IBV_WC_SUCCESS);
   EXPECT_TRUE(IsPattern(odp_, len, 62));
 }
