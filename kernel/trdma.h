@@ -9,6 +9,7 @@
 
 #include <linux/hrtimer.h>
 #include <linux/interrupt.h>
+#include <linux/kthread.h>
 #include <linux/list.h>
 #include <linux/netdevice.h>
 #include <linux/spinlock.h>
@@ -640,7 +641,6 @@ struct trdma_closing;
 struct trdma_qp {
 	struct ib_qp ibqp;
 	struct trdma_dev *tdev;
-	enum ib_qp_type type;		/* RC, UC, UD or GSI */
 	struct mutex state_mutex;	/* see above */
 	spinlock_t lock;		/* see above */
 	enum ib_qp_state state;
@@ -649,6 +649,7 @@ struct trdma_qp {
 	bool sq_sig_all;
 	bool is_user;
 	bool corrupt;			/* a ring index was impossible */
+	enum ib_qp_type type;		/* RC, UC, UD or GSI */
 	/*
 	 * Never reused on the device, unlike the QPN (the QPN allocator
 	 * wraps): what a type-2 window remembers of the QP it is bound to.
@@ -750,7 +751,15 @@ struct trdma_qp {
 	 * process context.
 	 */
 	bool tx_sk_held;
-	struct work_struct tx_work;
+	/*
+	 * The transmitter's work item: on a workqueue (trdma_tx_kick()), or
+	 * where one CPU is online, on trdma_tx_kworker, a SCHED_BATCH thread
+	 * (tx_batch); which one is decided at load.
+	 */
+	union {
+		struct work_struct tx_work;
+		struct kthread_work tx_kwork;
+	};
 	struct trdma_swqe_info *swi;	/* indexed like swq; under lock */
 	u32 sq_tx;			/* next WQE to transmit; under lock */
 	u32 tx_msn;			/* MSN of the next request */
@@ -1123,6 +1132,9 @@ int trdma_ah_init(struct trdma_ah *ah, const struct rdma_ah_attr *attr);
 int trdma_sqe_gather(struct trdma_qp *qp, const struct trdma_sqe *sqe,
 		     u32 off, u32 len, u8 *dst);
 void trdma_tx_spread_init(void);
+void trdma_tx_spread_exit(void);
+void trdma_tx_work_init(struct trdma_qp *qp);
+void trdma_tx_work_cancel(struct trdma_qp *qp);
 void trdma_tx_kick(struct trdma_qp *qp);
 void trdma_tx_kick_user(struct trdma_qp *qp);
 bool trdma_tx_defer(struct trdma_qp *qp, bool outstanding);

@@ -1913,6 +1913,7 @@ void trdma_cm_exit(void)
 	WARN_ON(!list_empty(&trdma_closing_list));
 	/* The closings' frees (trdma_closing_free()) run before the module goes. */
 	rcu_barrier();
+	trdma_tx_spread_exit();
 	destroy_workqueue(trdma_tx_wq);
 	destroy_workqueue(trdma_accept_wq);
 	destroy_workqueue(trdma_dial_wq);

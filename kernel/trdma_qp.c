@@ -798,8 +798,7 @@ int trdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	INIT_LIST_HEAD(&qp->frag_node);
 	refcount_set(&qp->ref, 1);
 	init_completion(&qp->freed);
-	INIT_WORK(&qp->tx_work, trdma_qp_is_ud(qp) ? trdma_ud_tx_work :
-						     trdma_tx_work);
+	trdma_tx_work_init(qp);
 	INIT_DELAYED_WORK(&qp->connect_work, trdma_cm_connect_work);
 	INIT_WORK(&qp->fatal_work, trdma_qp_fatal_work);
 	INIT_WORK(&qp->rx_stall_work, trdma_rx_stall_work);
@@ -943,7 +942,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	 */
 	hrtimer_cancel(&qp->ack_timer);
 	tasklet_kill(&qp->ack_tasklet);
-	cancel_work_sync(&qp->tx_work);
+	trdma_tx_work_cancel(qp);
 	trdma_frag_forget(qp);
 	trdma_qp_put(qp);
 	wait_for_completion(&qp->freed);
@@ -953,7 +952,7 @@ int trdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	 * trdma_tx_unlock() does where a kick cancelled above left tx_again
 	 * set.  Nobody is left to queue it now; it must not outlive the QP.
 	 */
-	cancel_work_sync(&qp->tx_work);
+	trdma_tx_work_cancel(qp);
 
 	rdma_destroy_ah_attr(&qp->attr.ah_attr);
 	trdma_ring_free(&qp->rq);

@@ -15,9 +15,11 @@
  * its payload is always copied into TCP, never handed over by the page.
  */
 #include <linux/highmem.h>
+#include <linux/kthread.h>
 #include <linux/net.h>
 #include <linux/sched/clock.h>
 #include <linux/sched/isolation.h>
+#include <uapi/linux/sched/types.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 
@@ -28,6 +30,20 @@ static bool trdma_tx_spread_on = true;
 module_param_named(tx_spread, trdma_tx_spread_on, bool, 0444);
 MODULE_PARM_DESC(tx_spread,
 		 "the worker transmits on another CPU than the one that kicks it (1; off where one CPU is online), or where the scheduler puts it (0); read at load");
+
+static bool trdma_tx_batch_on = true;
+module_param_named(tx_batch, trdma_tx_batch_on, bool, 0444);
+MODULE_PARM_DESC(tx_batch,
+		 "where one CPU is online, the worker is a SCHED_BATCH thread that waits for the CPU instead of preempting the poster that kicked it (1); read at load");
+
+/*
+ * The workers' thread where one CPU is online and tx_batch is on
+ * (trdma_tx_spread_init()); NULL otherwise.  Set at module init, before
+ * any QP, and gone at exit, after the last.
+ */
+static struct kthread_worker *trdma_tx_kworker;
+
+static void trdma_tx_try(struct trdma_qp *qp);
 
 /* QPs kicked from one CPU spread over at most this many after it. */
 #define TRDMA_TX_SPREAD		8U
@@ -59,23 +75,86 @@ static int trdma_tx_pick_cpu(struct trdma_qp *qp, int avoid)
 
 /*
  * tx_spread needs a CPU besides the kicker's.  Where only one CPU is online
- * at load, it is off (and reads N): the worker then goes on the unbound
- * trdma_wq, where it waits its turn behind a poster on that CPU, which
- * meanwhile posts more for it to send at once.  On the high-priority
- * trdma_tx it preempted the poster at every kick (two lab guests of one
- * vCPU each: the 64 B message rate a quarter to two fifths lower, with
- * twice the context switches; docs/performance.md).  Isolated CPUs count:
- * where the others are isolated, posters pinned to those still get the
- * worker on the one that is not, beside them.  Read once, as tx_spread
- * is: a CPU brought up later changes nothing, so that the work item stays
- * on one workqueue (trdma_tx_kick()).  Module init, before any QP.
+ * at load, it is off (and reads N), and the worker waits its turn behind a
+ * poster on that CPU, which meanwhile posts more for it to send at once.
+ * On the high-priority trdma_tx it preempted the poster at every kick (two
+ * lab guests of one vCPU each: the 64 B message rate a quarter to two
+ * fifths lower, with twice the context switches; docs/performance.md).
+ * On the unbound trdma_wq (tx_batch=0) its wake-up still took the CPU
+ * from the poster at many kicks, a batch holding what was posted before.
+ * So with tx_batch it runs on a thread of its own, trdma_tx_batch, as
+ * SCHED_BATCH: a batch task's wake-up never preempts, so the worker runs
+ * when the poster gives the CPU up (an empty poll's yield, a sleep) or
+ * the tick takes it, with the CPU's fair share as any task.  What the
+ * receive path kicks (a READ's response, a socket with room again) waits
+ * the same way.  Isolated CPUs count: where the others are isolated,
+ * posters pinned to those still get the worker on the one that is not,
+ * beside them.  Read once, as tx_spread and tx_batch are: a CPU brought
+ * up later changes nothing, so that the work item stays where it was
+ * made (trdma_tx_kick()).  Module init, before any QP.
  */
 void trdma_tx_spread_init(void)
 {
-	if (trdma_tx_spread_on && num_online_cpus() < 2) {
+	struct sched_attr attr = { .sched_policy = SCHED_BATCH };
+	struct kthread_worker *w;
+
+	if (num_online_cpus() >= 2)
+		return;
+	if (trdma_tx_spread_on) {
 		trdma_tx_spread_on = false;
 		pr_info("trdma: one CPU online: tx_spread off\n");
 	}
+	if (!trdma_tx_batch_on)
+		return;
+	w = kthread_create_worker(0, "trdma_tx_batch");
+	if (IS_ERR(w)) {
+		pr_warn("trdma: no transmit thread (%ld): tx_batch off\n",
+			PTR_ERR(w));
+		trdma_tx_batch_on = false;
+		return;
+	}
+	if (sched_setattr_nocheck(w->task, &attr))
+		pr_warn("trdma: transmit thread not SCHED_BATCH\n");
+	else
+		pr_info("trdma: one CPU online: transmit thread trdma_tx_batch, SCHED_BATCH\n");
+	trdma_tx_kworker = w;
+}
+
+/* Module exit, after the last QP. */
+void trdma_tx_spread_exit(void)
+{
+	if (trdma_tx_kworker)
+		kthread_destroy_worker(trdma_tx_kworker);
+	trdma_tx_kworker = NULL;
+}
+
+static void trdma_tx_kwork(struct kthread_work *work)
+{
+	struct trdma_qp *qp = container_of(work, struct trdma_qp, tx_kwork);
+
+	if (trdma_qp_is_ud(qp))
+		trdma_ud_tx(qp);
+	else
+		trdma_tx_try(qp);
+}
+
+/* The QP's work item, on the workqueue or trdma_tx_kworker.  At create. */
+void trdma_tx_work_init(struct trdma_qp *qp)
+{
+	if (trdma_tx_kworker)
+		kthread_init_work(&qp->tx_kwork, trdma_tx_kwork);
+	else
+		INIT_WORK(&qp->tx_work, trdma_qp_is_ud(qp) ? trdma_ud_tx_work :
+			  trdma_tx_work);
+}
+
+/* Cancels the QP's work item and waits for it to end.  Process context. */
+void trdma_tx_work_cancel(struct trdma_qp *qp)
+{
+	if (trdma_tx_kworker)
+		kthread_cancel_work_sync(&qp->tx_kwork);
+	else
+		cancel_work_sync(&qp->tx_work);
 }
 
 /*
@@ -104,13 +183,16 @@ static int trdma_tx_cpu(struct trdma_qp *qp)
 
 /*
  * Queues the QP's worker: on trdma_tx_wq on the CPU trdma_tx_cpu() picks,
- * or with tx_spread=0 on the unbound trdma_wq.  One work item, always on
- * one of the two (tx_spread is read at load), so it never runs twice at
- * once.  Any context.
+ * with tx_spread=0 on the unbound trdma_wq, and where one CPU is online on
+ * trdma_tx_batch (tx_batch) or else trdma_wq.  One work item, always on
+ * one of them (both parameters are read at load), so it never runs twice
+ * at once.  Any context.
  */
 void trdma_tx_kick(struct trdma_qp *qp)
 {
-	if (trdma_tx_spread_on)
+	if (trdma_tx_kworker)
+		kthread_queue_work(trdma_tx_kworker, &qp->tx_kwork);
+	else if (trdma_tx_spread_on)
 		queue_work_on(trdma_tx_cpu(qp), trdma_tx_wq, &qp->tx_work);
 	else
 		queue_work(trdma_wq, &qp->tx_work);
