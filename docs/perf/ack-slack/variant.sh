@@ -1,12 +1,13 @@
 # shellcheck shell=bash disable=SC2034,SC2154  # the caller's variables
 # Sourced by the two-guest experiment scripts under docs/perf (h2lat.sh,
 # h2prof.sh here, ../rate-h2, ../poll-yield, ../h2-yield).  variant_up V:
-# sets up the transport of variant V (trdma[:PARAM=V,...][+autocork0] or
-# siw; $ifname, $siwko) and sets tr, dev and opts (how perftest reaches
+# sets up the transport of variant V (trdma[:PARAM=V,...][+autocork0]
+# [+noyield][+prov=DIR] or siw, see variant_user; $ifname, $siwko) and sets tr, dev and opts (how perftest reaches
 # it), then waits for the other host at barrier B where given ("variant_up
 # V B"); variant_down: the reverse.
 variant_up() {
 	local v=$1 params='' ac=1
+	variant_user "$v"
 	tr=${v%%[:+]*}
 	case $v in *:*) params=${v#*:}; params=${params%%+*} ;; esac
 	case $v in *+autocork0) ac=0 ;; esac
@@ -24,6 +25,16 @@ variant_up() {
 		opts=(-d siw0 -R)
 	fi
 	[ $# -lt 2 ] || tools/lab/barrier -t 120 "$2" || exit 1
+}
+# variant_user V: what V asks of user space: +noyield (the provider's
+# TRDMA_POLL_YIELD=0) and +prov=DIR (DIR/libtrdma-rdmav34.so, a host path,
+# copied over the installed provider; the installed one otherwise).
+variant_user() {
+	local pdir=/usr/lib/x86_64-linux-gnu/libibverbs prov=/tmp/variant-provider.so
+	case $1 in *+noyield*) export TRDMA_POLL_YIELD=0 ;; *) unset TRDMA_POLL_YIELD ;; esac
+	[ -e "$prov" ] || cp "$pdir/libtrdma-rdmav34.so" "$prov" || exit 1
+	case $1 in *+prov=*) prov=${1#*+prov=}; prov=${prov%%+*}/libtrdma-rdmav34.so ;; esac
+	cp "$prov" "$pdir/libtrdma-rdmav34.so" || exit 1
 }
 # variant_next V: the run's next variant, V, set up as variant_up does,
 # waiting for the other host at barrier "l-NV"; nv counts the variants so
