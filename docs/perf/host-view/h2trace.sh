@@ -26,11 +26,10 @@ build=build pass=0 fail=0
 . docs/perf/ack-slack/variant.sh
 me=$TRDMA_LAB_HOST
 out=${TRDMA_LAB_OUT:?}
-T=/sys/kernel/tracing
-[ -e $T/trace ] || mount -t tracefs nodev $T
+# shellcheck source=docs/perf/host-view/steps.sh
+. docs/perf/host-view/steps.sh
+steps_init 8192
 variant_modules
-echo local >$T/trace_clock
-echo 8192 >$T/buffer_size_kb
 for v in "$@"; do
 	variant_next "$v"
 	variant_server ib_send_lat -s 8 -n "$n"
@@ -42,47 +41,17 @@ for v in "$@"; do
 	echo 1 >$T/events/net/netif_receive_skb/enable
 	echo 1 >$T/events/net/net_dev_start_xmit/enable
 	echo 1 >$T/events/irq/irq_handler_entry/enable
-	echo 'id != 24' >$T/events/raw_syscalls/sys_enter/filter
-	echo 1 >$T/events/raw_syscalls/sys_enter/enable
-	echo 'id != 24' >$T/events/raw_syscalls/sys_exit/filter
-	echo 1 >$T/events/raw_syscalls/sys_exit/enable
+	steps_syscalls
 	echo 'vec == 3' >$T/events/irq/softirq_entry/filter
 	echo 'vec == 3' >$T/events/irq/softirq_exit/filter
 	echo 1 >$T/events/irq/softirq_entry/enable
 	echo 1 >$T/events/irq/softirq_exit/enable
-	if [ "$KPROBES" = 0 ]; then
-		:
-	elif [ "$tr" = trdma ]; then
-		m=trdma upcall=trdma_rx_data_ready cqe=trdma_cq_post post=trdma_post_send
-		entry=ib_uverbs_ioctl
-	else
-		m=siw upcall=siw_qp_llp_data_ready cqe=siw_rqe_complete post=siw_post_send
-		entry=ib_uverbs_write
-	fi
-	[ "$KPROBES" = 0 ] || {
-		echo 'p:kp/tcp_v4_rcv tcp_v4_rcv'
-		echo 'p:kp/tcp_rcv_established tcp_rcv_established'
-		echo "p:kp/upcall $m:$upcall"
-		echo "p:kp/cqe $m:$cqe"
-		echo "r:kp/upcall_ret $m:$upcall"
-		echo 'p:kp/hrtimer_start hrtimer_start_range_ns'
-		echo "p:kp/uverbs $entry"
-		echo 'p:kp/uverbs_post_send ib_uverbs_post_send'
-		echo "p:kp/post $m:$post"
-		echo 'p:kp/tcp_sendmsg_locked tcp_sendmsg_locked'
-		echo 'p:kp/ip_queue_xmit __ip_queue_xmit'
-		echo 'p:kp/dev_queue_xmit __dev_queue_xmit'
-		# PROBES_trdma, PROBES_siw: more functions, "[r:]MODULE:FUNCTION"
-		# (r: where it returns).
+	if [ "$KPROBES" != 0 ]; then
 		eval "extra=\${PROBES_$tr:-}"
-		for pr in $extra; do
-			case $pr in
-			r:*) pr=${pr#r:}; echo "r:kp/${pr#*:}_ret $pr" ;;
-			*) echo "p:kp/${pr#*:} $pr" ;;
-			esac
-		done
-	} >$T/kprobe_events
-	[ "$KPROBES" = 0 ] || echo 1 >$T/events/kp/enable
+		steps_kprobes "$tr" tcp_v4_rcv tcp_rcv_established upcall cqe \
+			upcall_ret hrtimer_start uverbs uverbs_post_send post \
+			tcp_sendmsg_locked ip_queue_xmit dev_queue_xmit
+	fi
 	( sleep 6; echo 1 >$T/tracing_on; sleep 2; echo 0 >$T/tracing_on ) &
 	if [ "$me" = 2 ]; then
 		wait $spid
@@ -90,9 +59,7 @@ for v in "$@"; do
 		variant_client ib_send_lat -s 8 -n "$n"
 	fi
 	wait
-	echo 0 >$T/events/enable
-	cp $T/trace "$out/trace-h$me-$nv.txt"
-	echo >$T/kprobe_events # (resets the buffer: after the copy)
+	steps_save "$out/trace-h$me-$nv.txt"
 	tools/lab/barrier -t 200 "$tag-done"
 	fig=$(grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/c.log | tail -1 | awk '{print $5, $6}')
 	[ "$me" = 2 ] || echo "$v (#$nv): typical, average us: ${fig:--}"

@@ -14,12 +14,11 @@ shift 2
 build=build pass=0 fail=0
 . tests/lab/lib.sh
 out=${TRDMA_LAB_OUT:?}
-T=/sys/kernel/tracing
-[ -e $T/trace ] || mount -t tracefs nodev $T
+# shellcheck source=docs/perf/host-view/steps.sh
+. docs/perf/host-view/steps.sh
+steps_init 16384
 modprobe trdma && rmmod trdma
 modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
-echo local >$T/trace_clock
-echo 16384 >$T/buffer_size_kb
 nv=0
 for tr in "$@"; do
 	nv=$((nv + 1))
@@ -28,7 +27,6 @@ for tr in "$@"; do
 		rdma link add trdma0 type trdma netdev "$ifname" || exit 1
 		dev=trdma0 addr=127.0.0.1
 		opts=(-d trdma0 -x "$(v4gid trdma0)")
-		m=trdma upcall=trdma_rx_data_ready cqe=trdma_cq_post post=trdma_post_send
 	else
 		insmod "$siwko" || exit 1
 		modprobe dummy numdummies=0
@@ -37,28 +35,13 @@ for tr in "$@"; do
 		rdma link add siw0 type siw netdev l1siw0 || exit 1
 		dev=siw0 addr=10.233.0.1
 		opts=(-d siw0 -R)
-		m=siw upcall=siw_qp_llp_data_ready cqe=siw_rqe_complete post=siw_post_send
 	fi
 	echo 0 >$T/tracing_on
 	echo >$T/trace
-	echo 'id != 24' >$T/events/raw_syscalls/sys_enter/filter
-	echo 'id != 24' >$T/events/raw_syscalls/sys_exit/filter
-	echo 1 >$T/events/raw_syscalls/sys_enter/enable
-	echo 1 >$T/events/raw_syscalls/sys_exit/enable
-	{
-		echo "p:kp/post $m:$post"
-		echo 'p:kp/tcp_sendmsg_locked tcp_sendmsg_locked'
-		echo 'p:kp/ip_queue_xmit __ip_queue_xmit'
-		echo 'p:kp/dev_queue_xmit __dev_queue_xmit'
-		echo 'p:kp/tcp_v4_rcv tcp_v4_rcv'
-		echo 'p:kp/tcp_rcv_established tcp_rcv_established'
-		echo "p:kp/upcall $m:$upcall"
-		echo "p:kp/cqe $m:$cqe"
-		echo "r:kp/upcall_ret $m:$upcall"
-		echo 'p:kp/hrtimer_start hrtimer_start_range_ns'
-		echo 'p:kp/spin_slow native_queued_spin_lock_slowpath'
-	} >$T/kprobe_events
-	echo 1 >$T/events/kp/enable
+	steps_syscalls
+	steps_kprobes "$tr" post tcp_sendmsg_locked ip_queue_xmit dev_queue_xmit \
+		tcp_v4_rcv tcp_rcv_established upcall cqe upcall_ret hrtimer_start \
+		spin_slow
 	timeout 300 ib_send_lat -s 8 -n "$n" -F "${opts[@]}" >/tmp/s.log 2>&1 &
 	spid=$!
 	if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
@@ -66,9 +49,7 @@ for tr in "$@"; do
 	timeout 300 ib_send_lat -s 8 -n "$n" -F "${opts[@]}" "$addr" >/tmp/c.log 2>&1 ||
 		echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
 	wait
-	echo 0 >$T/events/enable
-	cp $T/trace "$out/l1-$nv-$tr.txt"
-	echo >$T/kprobe_events
+	steps_save "$out/l1-$nv-$tr.txt"
 	fig=$(grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/c.log | tail -1 | awk '{print $5, $6}')
 	echo "$tr (#$nv): typical, average us: ${fig:--}"
 	rdma link delete "$dev"
