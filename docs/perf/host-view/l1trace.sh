@@ -5,10 +5,15 @@
 # sched_yield) and kprobes at the same steps of both transports, on every
 # CPU, timestamped with the guest's TSC-based local clock.  Raw traces to
 # OUT/l1-NV-TRANSPORT.txt.
-#   usage: tools/vm --out DIR -- docs/perf/host-view/l1trace.sh SIWKO N TRANSPORT...
+#   usage: tools/vm --out DIR -- docs/perf/host-view/l1trace.sh
+#          [PROBES=LIST] SIWKO N TRANSPORT...
+# PROBES: more kprobes, "[r:]MODULE:FUNCTION" (steps.sh), set for every
+# transport whose module has them.
 # shellcheck disable=SC2034  # lib.sh's
 set -uo pipefail
 ifname=${TRDMA_LAB_IF:?}
+PROBES=
+case $1 in PROBES=*) PROBES=${1#PROBES=}; shift ;; esac
 siwko=$1 n=$2
 shift 2
 build=build pass=0 fail=0
@@ -39,6 +44,10 @@ for tr in "$@"; do
 	echo 0 >$T/tracing_on
 	echo >$T/trace
 	steps_syscalls
+	extra=
+	for pr in $PROBES; do
+		case ${pr#r:} in "$tr":*) extra+=" $pr" ;; esac
+	done
 	steps_kprobes "$tr" post tcp_sendmsg_locked ip_queue_xmit dev_queue_xmit \
 		tcp_v4_rcv tcp_rcv_established upcall cqe upcall_ret hrtimer_start \
 		spin_slow
