@@ -1,10 +1,11 @@
 # shellcheck shell=bash disable=SC2034,SC2154  # the caller's variables
 # Sourced by the two-guest experiment scripts under docs/perf (h2lat.sh,
-# h2prof.sh here, ../rate-h2, ../poll-yield, ../h2-yield).  variant_up V:
-# sets up the transport of variant V (trdma[:PARAM=V,...][+autocork0]
-# [+noyield][+prov=DIR] or siw, see variant_user; $ifname, $siwko) and sets tr, dev and opts (how perftest reaches
-# it), then waits for the other host at barrier B where given ("variant_up
-# V B"); variant_down: the reverse.
+# h2prof.sh here, ../rate-h2, ../poll-yield, ../h2-yield, ../host-view).
+# variant_up V: sets up the transport of variant V
+# (trdma[:PARAM=V,...][+autocork0][+noyield][+prov=DIR] or siw, see
+# variant_user; $ifname, $siwko) and sets tr, dev and opts (how perftest
+# reaches it), then waits for the other host at barrier B where given
+# ("variant_up V B"); variant_down: the reverse.
 variant_up() {
 	local v=$1 params='' ac=1
 	variant_user "$v"
