@@ -161,5 +161,14 @@ tcp_mib() {
 }
 # TCP's retransmitted segments in this namespace.
 tcp_retrans() { tcp_mib RetransSegs; }
+
+# use_provider [SO]: the trdma provider libibverbs loads from now on in
+# this guest: SO (a libtrdma-rdmav34.so built elsewhere, for an A/B), or
+# without SO the one the lab installed, kept aside at the first call.
+use_provider() {
+	local dir=/usr/lib/x86_64-linux-gnu/libibverbs kept=/tmp/lab-provider.so
+	[ -e "$kept" ] || cp "$dir/libtrdma-rdmav34.so" "$kept" || return 1
+	cp "${1:-$kept}" "$dir/libtrdma-rdmav34.so"
+}
 zero() { [ "$(counter "$@")" = 0 ]; }
 

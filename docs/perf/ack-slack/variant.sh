@@ -29,13 +29,12 @@ variant_up() {
 }
 # variant_user V: what V asks of user space: +noyield (the provider's
 # TRDMA_POLL_YIELD=0) and +prov=DIR (DIR/libtrdma-rdmav34.so, a host path,
-# copied over the installed provider; the installed one otherwise).
+# as the provider; the installed one otherwise: lib.sh's use_provider).
 variant_user() {
-	local pdir=/usr/lib/x86_64-linux-gnu/libibverbs prov=/tmp/variant-provider.so
+	local prov=
 	case $1 in *+noyield*) export TRDMA_POLL_YIELD=0 ;; *) unset TRDMA_POLL_YIELD ;; esac
-	[ -e "$prov" ] || cp "$pdir/libtrdma-rdmav34.so" "$prov" || exit 1
 	case $1 in *+prov=*) prov=${1#*+prov=}; prov=${prov%%+*}/libtrdma-rdmav34.so ;; esac
-	cp "$prov" "$pdir/libtrdma-rdmav34.so" || exit 1
+	use_provider ${prov:+"$prov"} || exit 1
 }
 # variant_next V: the run's next variant, V, set up as variant_up does,
 # waiting for the other host at barrier "l-NV"; nv counts the variants so
