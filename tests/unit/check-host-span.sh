@@ -20,15 +20,16 @@ trap 'rm -f "$err"' EXIT
 
 # span WANT_OUT WANT_ERR BEFORE AFTER GUEST0 GUEST1
 span() {
-	local out want=$1 want_err=$2
+	local out out_err want=$1 want_err=$2
 	out=$(awk -v a="$3" -v b="$4" -v s="$5" -v e="$6" -f "$prog" 2>"$err")
-	if [ "$out" != "$want" ] || [ "$(cat "$err")" != "$want_err" ]; then
+	out_err=$(cat "$err")
+	if [ "$out" != "$want" ] || [ "$out_err" != "$want_err" ]; then
 		echo "FAIL: host '$3' -> '$4', guest $5 -> $6: stdout '$out'" \
-			"(expected '$want'), stderr '$(cat "$err")'" \
+			"(expected '$want'), stderr '$out_err'" \
 			"(expected '$want_err')"
 		failed=1
 	else
-		echo "ok: host '$3' -> '$4', guest $5 -> $6: '$out$(cat "$err")'"
+		echo "ok: host '$3' -> '$4', guest $5 -> $6: '$out$out_err'"
 	fi
 }
 left_out() {
