@@ -18,29 +18,18 @@ siwko=$1 n=$2
 shift 2
 build=build pass=0 fail=0
 . tests/lab/lib.sh
+# shellcheck source=docs/perf/host-view/l1setup.sh
+. docs/perf/host-view/l1setup.sh
 out=${TRDMA_LAB_OUT:?}
 # shellcheck source=docs/perf/host-view/steps.sh
 . docs/perf/host-view/steps.sh
 steps_init 16384
 modprobe trdma && rmmod trdma
-modprobe ib_uverbs; modprobe libcrc32c; modprobe crc32c_generic
+l1_deps
 nv=0
 for tr in "$@"; do
 	nv=$((nv + 1))
-	if [ "$tr" = trdma ]; then
-		modprobe trdma || exit 1
-		rdma link add trdma0 type trdma netdev "$ifname" || exit 1
-		dev=trdma0 addr=127.0.0.1
-		opts=(-d trdma0 -x "$(v4gid trdma0)")
-	else
-		insmod "$siwko" || exit 1
-		modprobe dummy numdummies=0
-		ip link add l1siw0 type dummy && ip addr add 10.233.0.1/24 dev l1siw0 &&
-			ip link set l1siw0 up || exit 1
-		rdma link add siw0 type siw netdev l1siw0 || exit 1
-		dev=siw0 addr=10.233.0.1
-		opts=(-d siw0 -R)
-	fi
+	l1_up "$tr" || exit 1
 	echo 0 >$T/tracing_on
 	echo >$T/trace
 	steps_syscalls
@@ -53,15 +42,13 @@ for tr in "$@"; do
 		spin_slow
 	timeout 300 ib_send_lat -s 8 -n "$n" -F "${opts[@]}" >/tmp/s.log 2>&1 &
 	spid=$!
-	if [ "$tr" = trdma ]; then tools/lab/wait-listen -t 30 18515; else sleep 10; fi
+	l1_served "$tr"
 	( sleep 4; echo 1 >$T/tracing_on; sleep 1; echo 0 >$T/tracing_on ) &
 	timeout 300 ib_send_lat -s 8 -n "$n" -F "${opts[@]}" "$addr" >/tmp/c.log 2>&1 ||
 		echo "FAILED: $(tail -3 /tmp/c.log | tr '\n' ' ')"
 	wait
 	steps_save "$out/l1-$nv-$tr.txt"
-	fig=$(grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/c.log | tail -1 | awk '{print $5, $6}')
-	echo "$tr (#$nv): typical, average us: ${fig:--}"
-	rdma link delete "$dev"
-	if [ "$tr" = trdma ]; then rmmod trdma; else rmmod siw; ip link delete l1siw0; fi
+	echo "$tr (#$nv): typical, average us: $(l1_fig /tmp/c.log)"
+	l1_down "$tr"
 	sleep 1
 done
